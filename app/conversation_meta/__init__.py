@@ -1,0 +1,1 @@
+"""Conversation metadata: scene, participants and tags of a group, upserted by group_id."""

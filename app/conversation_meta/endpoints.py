@@ -1,0 +1,30 @@
+"""HTTP routes of conversation metadata."""
+
+from __future__ import annotations
+
+from litestar import Controller, get, post
+from litestar.di import Provide
+from litestar.params import Parameter
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.conversation_meta import service
+from app.conversation_meta.schemas import ConversationMeta, ConversationMetaRequest, ConversationMetaSaved
+from app.http.dependencies import provide_transaction
+from app.http.envelope import Envelope, ok
+
+
+class ConversationMetaController(Controller):
+    path = "/api/v3/agentic/conversation-meta"
+    tags = ["conversation-meta"]
+    dependencies = {"conn": Provide(provide_transaction)}
+
+    @post("", status_code=200, operation_id="saveConversationMeta", summary="Save conversation metadata (upsert)")
+    async def save(self, data: ConversationMetaRequest, conn: AsyncConnection) -> Envelope[ConversationMetaSaved]:
+        saved = await service.save(conn, data)
+        return ok("Conversation metadata saved successfully", saved)
+
+    @get("", operation_id="getConversationMeta", summary="Read the conversation metadata of a group")
+    async def read(
+        self, conn: AsyncConnection, group_id: str = Parameter(query="group_id", min_length=1)
+    ) -> Envelope[ConversationMeta]:
+        return ok("Conversation metadata found", await service.get(conn, group_id))

@@ -1,0 +1,77 @@
+"""Request and response shapes of /api/v3/agentic/conversation-meta (seed 000)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, Field, field_validator
+
+from app.text.timeparse import parse_iso_datetime
+
+
+class UserDetail(BaseModel):
+    full_name: str = Field(min_length=1)
+    role: str
+    extra: dict[str, Any] | None = None
+
+
+class ConversationMetaRequest(BaseModel):
+    version: str = Field(min_length=1)
+    scene: str = Field(min_length=1, description="Any non-empty scene: group_chat, assistant, companion, ...")
+    scene_desc: str
+    name: str = Field(min_length=1)
+    description: str
+    group_id: str = Field(min_length=1)
+    created_at: datetime = Field(description="ISO 8601; without an offset it is UTC")
+    default_timezone: str = Field(min_length=1)
+    user_details: dict[str, UserDetail]
+    tags: list[str] = Field(default_factory=list)
+
+    _parse_created_at = field_validator("created_at", mode="before")(parse_iso_datetime)
+
+    @field_validator("scene", "group_id", "name", "version")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("default_timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r} (use an IANA name such as Asia/Shanghai)") from exc
+        return value
+
+
+class ConversationMeta(BaseModel):
+    """The stored record, as GET returns it."""
+
+    id: str
+    group_id: str
+    version: str
+    scene: str
+    scene_desc: str
+    name: str
+    description: str
+    default_timezone: str
+    user_details: dict[str, UserDetail]
+    tags: list[str]
+    created_at: str
+    updated_at: str
+
+
+class ConversationMetaSaved(BaseModel):
+    """What POST returns (seed 000): the identifying fields and the two times."""
+
+    id: str
+    group_id: str
+    scene: str
+    name: str
+    version: str
+    created_at: str
+    updated_at: str

@@ -1,0 +1,1 @@
+"""The database: connection (embedded or given), schema tables, named SQL, migrations."""

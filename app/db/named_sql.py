@@ -1,0 +1,33 @@
+"""Named SQL queries kept in ``sql/*.sql`` as ``-- name: <query_name>`` blocks, parsed once.
+
+The retrieval statements live there so that a user can read them and run them with psql.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from app import PROJECT_ROOT
+
+_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+
+
+def parse(sql_text: str) -> dict[str, str]:
+    parts = _NAME.split(sql_text)
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+@functools.cache
+def queries() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path in sorted((PROJECT_ROOT / "sql").glob("*.sql")):
+        for name, body in parse(path.read_text(encoding="utf-8")).items():
+            if name in found:
+                raise ValueError(f"SQL query {name!r} is defined twice (second time in {path.name})")
+            found[name] = body
+    return found
+
+
+def query(name: str) -> str:
+    return queries()[name]

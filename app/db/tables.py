@@ -1,0 +1,214 @@
+"""The schema as SQLAlchemy Core tables.
+
+Alembic migrations create it (``migrations/versions``); this module is what the code reads and writes
+through, and what ``alembic check`` compares the database against. All memory types share one
+``memories`` table: retrieval is one query over one HNSW and one GIN index with ``memory_type`` as a
+filter, BM25 statistics are kept per type in one place, and provenance (``memcell_id``,
+``source_message_ids``) has the same shape for every type.
+"""
+
+from __future__ import annotations
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Computed,
+    Date,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
+
+DEFAULT_EMBEDDING_DIMENSIONS = 384
+
+MEMORY_TYPES = ("episode", "event_log", "semantic_memory")
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def _uuid_pk() -> Column:
+    return Column("id", Uuid, primary_key=True, server_default=text("gen_random_uuid()"))
+
+
+def _created_at() -> Column:
+    return Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now())
+
+
+conversation_meta = Table(
+    "conversation_meta",
+    metadata,
+    _uuid_pk(),
+    Column("group_id", Text, nullable=False, unique=True),
+    Column("version", Text, nullable=False),
+    Column("scene", Text, nullable=False),
+    Column("scene_desc", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("default_timezone", Text, nullable=False),
+    Column("user_details", JSONB, nullable=False),
+    Column("tags", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+memcells = Table(
+    "memcells",
+    metadata,
+    _uuid_pk(),
+    Column("stream_kind", Text, nullable=False),
+    Column("stream_id", Text, nullable=False),
+    Column("group_id", Text, nullable=True),
+    Column("start_time", DateTime(timezone=True), nullable=False),
+    Column("end_time", DateTime(timezone=True), nullable=False),
+    Column("message_ids", ARRAY(Text), nullable=False),
+    Column("participants", ARRAY(Text), nullable=False),
+    Column("boundary_reason", Text, nullable=False),
+    Column("topic_summary", Text, nullable=True),
+    Column("extraction_mode", Text, nullable=False),
+    _created_at(),
+    CheckConstraint("stream_kind IN ('group', 'personal')", name="stream_kind"),
+    CheckConstraint("extraction_mode IN ('llm', 'offline')", name="extraction_mode"),
+    Index(None, "stream_kind", "stream_id", "end_time"),
+)
+
+# The durable intake buffer: a message is committed here before memorize answers. ``status`` moves
+# from 'pending' to 'processed' in the same transaction that writes the MemCell it belongs to.
+messages = Table(
+    "messages",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("stream_kind", Text, nullable=False),
+    Column("stream_id", Text, nullable=False),
+    Column("group_id", Text, nullable=True),
+    Column("group_name", Text, nullable=True),
+    Column("message_id", Text, nullable=False),
+    Column("create_time", DateTime(timezone=True), nullable=False),
+    Column("sender", Text, nullable=False),
+    Column("sender_name", Text, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("refer_list", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("status", Text, nullable=False, server_default=text("'pending'")),
+    Column("boundary_checked", Boolean, nullable=False, server_default=text("false")),
+    Column("extract_attempts", Integer, nullable=False, server_default=text("0")),
+    Column("memcell_id", Uuid, ForeignKey("memcells.id", ondelete="SET NULL"), nullable=True),
+    Column("received_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("stream_kind", "stream_id", "message_id"),
+    CheckConstraint("stream_kind IN ('group', 'personal')", name="stream_kind"),
+    CheckConstraint("status IN ('pending', 'processed')", name="status"),
+    Index(
+        "ix_messages_pending",
+        "stream_kind",
+        "stream_id",
+        "create_time",
+        postgresql_where=text("status = 'pending'"),
+    ),
+    Index(None, "memcell_id"),
+)
+
+
+def _memories_table(dimensions: int) -> Table:
+    return Table(
+        "memories",
+        metadata,
+        _uuid_pk(),
+        Column("memory_type", Text, nullable=False),
+        Column("user_id", Text, nullable=True),
+        Column("group_id", Text, nullable=True),
+        Column("memcell_id", Uuid, ForeignKey("memcells.id", ondelete="CASCADE"), nullable=False),
+        Column("source_message_ids", ARRAY(Text), nullable=False),
+        Column("title", Text, nullable=True),
+        Column("summary", Text, nullable=True),
+        Column("content", Text, nullable=False),
+        Column("timestamp", DateTime(timezone=True), nullable=False),
+        Column("valid_from", Date, nullable=True),
+        Column("valid_to", Date, nullable=True),
+        Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+        # The text as BM25 sees it: app.text.tokenize's tokens joined by spaces, the same function
+        # at write and at query time. The tsvector and the document length derive from it.
+        Column("search_tokens", Text, nullable=False),
+        Column(
+            "tsv",
+            TSVECTOR,
+            Computed("to_tsvector('simple'::regconfig, search_tokens)", persisted=True),
+            nullable=True,
+        ),
+        Column(
+            "doc_len",
+            Integer,
+            Computed("COALESCE(array_length(string_to_array(search_tokens, ' '::text), 1), 0)", persisted=True),
+            nullable=True,
+        ),
+        Column("embedding", Vector(dimensions), nullable=False),
+        _created_at(),
+        CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),
+        CheckConstraint("valid_from IS NULL OR valid_to IS NULL OR valid_from <= valid_to", name="validity"),
+        Index(
+            "ix_memories_embedding_hnsw",
+            "embedding",
+            postgresql_using="hnsw",
+            postgresql_ops={"embedding": "vector_cosine_ops"},
+        ),
+        Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
+        Index(None, "memory_type", "group_id", "timestamp"),
+        Index(None, "memory_type", "user_id", "timestamp"),
+        Index(None, "memcell_id"),
+    )
+
+
+memories = _memories_table(DEFAULT_EMBEDDING_DIMENSIONS)
+
+# BM25 needs, per memory type, the number of documents, their total length and each term's document
+# frequency. Statement-level triggers on ``memories`` keep these in step with every insert and delete,
+# inside the writing transaction, so they stay right under concurrent writers.
+bm25_corpus_stats = Table(
+    "bm25_corpus_stats",
+    metadata,
+    Column("memory_type", Text, primary_key=True),
+    Column("doc_count", BigInteger, nullable=False),
+    Column("total_len", BigInteger, nullable=False),
+)
+
+bm25_term_stats = Table(
+    "bm25_term_stats",
+    metadata,
+    Column("memory_type", Text, primary_key=True),
+    Column("term", Text, primary_key=True),
+    Column("df", BigInteger, nullable=False),
+)
+
+profiles = Table(
+    "profiles",
+    metadata,
+    _uuid_pk(),
+    Column("user_id", Text, nullable=False),
+    Column("group_id", Text, nullable=True),
+    Column("version", Integer, nullable=False),
+    Column("profile", JSONB, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("memcell_id", Uuid, ForeignKey("memcells.id", ondelete="SET NULL"), nullable=True),
+    _created_at(),
+    UniqueConstraint("user_id", "group_id", "version", postgresql_nulls_not_distinct=True),
+    CheckConstraint("source IN ('llm', 'derived')", name="source"),
+)

@@ -1,0 +1,1 @@
+"""Memory formation: boundary detection over a stream's pending messages, MemCells, and extraction."""

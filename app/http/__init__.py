@@ -1,0 +1,1 @@
+"""The HTTP service: app factory, error envelope, health."""

@@ -1,0 +1,53 @@
+"""The Litestar app factory: ``create_app(settings)``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+
+import anyio
+from litestar import Litestar
+from litestar.logging import LoggingConfig
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+
+from app.conversation_meta.endpoints import ConversationMetaController
+from app.http.errors import EXCEPTION_HANDLERS
+from app.http.health import health
+from app.memorize.endpoints import MemorizeController
+from app.runtime import Runtime, build_runtime
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
+        runtime = await anyio.to_thread.run_sync(build_runtime, settings)
+        app.state.runtime = runtime
+        try:
+            yield
+        finally:
+            await runtime.close()
+
+    return Litestar(
+        route_handlers=[health, ConversationMetaController, MemorizeController],
+        lifespan=[lifespan],
+        exception_handlers=EXCEPTION_HANDLERS,
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="memsys",
+            version="0.1.0",
+            description="Long-term memory for LLM agents on one PostgreSQL (Agentic v3 API).",
+            path="/docs",
+            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
+        ),
+        logging_config=LoggingConfig(
+            root={"level": settings.log_level, "handlers": ["queue_listener"]},
+            log_exceptions="never",
+        ),
+    )

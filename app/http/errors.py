@@ -1,0 +1,128 @@
+"""One place that turns every exception into the seed's error envelope.
+
+``{"status": "failed", "code", "message", "timestamp", "path"}`` for validation errors, bad JSON,
+unknown routes, wrong methods, oversized bodies, a database that is down and bugs alike. A 500 never
+carries a stack trace or SQL; the log has them.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from app.errors import MemsysError
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    400: "INVALID_PARAMETER",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    413: "PAYLOAD_TOO_LARGE",
+    415: "INVALID_PARAMETER",
+    503: "SERVICE_UNAVAILABLE",
+}
+
+
+def envelope(request: Request, status_code: int, code: str, message: str) -> Response:
+    return Response(
+        {
+            "status": "failed",
+            "code": code,
+            "message": message,
+            "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+            "path": request.url.path,
+        },
+        status_code=status_code,
+    )
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One sentence naming the first wrong field, e.g. 'Missing required field: message_id'."""
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first.get("loc", ())) or "body"
+    kind = first.get("type", "")
+    if kind == "missing":
+        return f"Missing required field: {field}"
+    if kind == "extra_forbidden":
+        return f"Unknown field: {field}"
+    message = first.get("msg", "invalid value")
+    message = message.removeprefix("Value error, ")
+    return f"Invalid field {field}: {message}"
+
+
+def handle_memsys_error(request: Request, exc: MemsysError) -> Response:
+    if exc.status_code >= 500:
+        log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
+    return envelope(request, exc.status_code, exc.code, str(exc))
+
+
+def handle_validation_error(request: Request, exc: ValidationError) -> Response:
+    return envelope(request, 400, "INVALID_PARAMETER", describe_validation_error(exc))
+
+
+def handle_http_exception(request: Request, exc: HTTPException) -> Response:
+    status = exc.status_code
+    if isinstance(exc, ValidationException):
+        # Litestar raises this for bodies that are not JSON, and for query parameters.
+        detail = exc.detail or "Invalid request"
+        if "JSON" in detail or "decode" in detail.lower():
+            message = "Malformed JSON body"
+        else:
+            message = _describe_litestar_validation(exc)
+        return envelope(request, 400, "INVALID_PARAMETER", message)
+    if isinstance(exc, NotFoundException):
+        return envelope(request, 404, "NOT_FOUND", f"No such route: {request.method} {request.url.path}")
+    if status == 405:
+        return envelope(request, 405, "METHOD_NOT_ALLOWED", f"Method {request.method} is not allowed here")
+    if status == 413:
+        return envelope(request, 413, "PAYLOAD_TOO_LARGE", "Request body is too large")
+    if status >= 500:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return envelope(request, status, "SYSTEM_ERROR", "Internal error, please try again later")
+    return envelope(request, status, _HTTP_CODES.get(status, "INVALID_PARAMETER"), exc.detail or "Bad request")
+
+
+def _describe_litestar_validation(exc: ValidationException) -> str:
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    for item in extra:
+        if not isinstance(item, dict):
+            continue
+        key, message = item.get("key"), str(item.get("message", "invalid value")).removeprefix("Value error, ")
+        if not key:
+            return "Request body must be a JSON object" if "dictionary" in message else message
+        if message == "Field required":
+            return f"Missing required field: {key}"
+        return f"Invalid field {key}: {message}"
+    return exc.detail or "Invalid request"
+
+
+def handle_database_error(request: Request, exc: Exception) -> Response:
+    log.error("%s %s: database error", request.method, request.url.path, exc_info=exc)
+    if isinstance(exc, OperationalError | PoolTimeout | OSError):
+        return envelope(request, 503, "SERVICE_UNAVAILABLE", "The database is not available, please retry")
+    return envelope(request, 500, "SYSTEM_ERROR", "Internal error, please try again later")
+
+
+def handle_unexpected(request: Request, exc: Exception) -> Response:
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return envelope(request, HTTP_500_INTERNAL_SERVER_ERROR, "SYSTEM_ERROR", "Internal error, please try again later")
+
+
+EXCEPTION_HANDLERS = {
+    MemsysError: handle_memsys_error,
+    ValidationError: handle_validation_error,
+    HTTPException: handle_http_exception,
+    DBAPIError: handle_database_error,
+    OperationalError: handle_database_error,
+    PoolTimeout: handle_database_error,
+    ConnectionError: handle_database_error,
+    Exception: handle_unexpected,
+}

@@ -1,0 +1,23 @@
+"""GET /health: is the service up, and does the database answer?"""
+
+from __future__ import annotations
+
+from litestar import get
+from litestar.di import Provide
+from sqlalchemy import text
+
+from app.errors import ServiceUnavailable
+from app.http.dependencies import provide_runtime
+from app.http.envelope import Envelope, ok
+from app.runtime import Runtime
+
+
+@get("/health", operation_id="health", dependencies={"runtime": Provide(provide_runtime)}, tags=["health"])
+async def health(runtime: Runtime) -> Envelope[dict]:
+    """200 when the database answers ``SELECT 1``; 503 with the error envelope when it does not."""
+    try:
+        async with runtime.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception as exc:  # noqa: BLE001  any failure to answer means the database is down
+        raise ServiceUnavailable(f"The database is not answering ({type(exc).__name__})") from exc
+    return ok("healthy", {"database": "ok"})

@@ -1,0 +1,1 @@
+"""Message intake: validation, durable storage in the messages buffer, idempotency."""

@@ -1,0 +1,21 @@
+"""Writes and reads of the messages buffer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db.tables import messages
+
+
+async def insert_message(conn: AsyncConnection, row: dict[str, Any]) -> bool:
+    """Store one message; False when the stream already has this message_id (nothing is written)."""
+    statement = (
+        insert(messages)
+        .values(**row)
+        .on_conflict_do_nothing(index_elements=["stream_kind", "stream_id", "message_id"])
+        .returning(messages.c.id)
+    )
+    return (await conn.execute(statement)).first() is not None

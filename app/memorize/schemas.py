@@ -1,0 +1,79 @@
+"""Request and response shapes of POST /api/v3/agentic/memorize and /flush (seeds 000/001)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from app.text.timeparse import parse_iso_datetime
+
+
+class MemorizeRequest(BaseModel):
+    group_id: str | None = Field(default=None, description="Without it the message joins the sender's personal stream")
+    group_name: str | None = None
+    message_id: str = Field(min_length=1)
+    create_time: datetime = Field(description="ISO 8601, with or without offset; naive means UTC")
+    sender: str = Field(min_length=1)
+    sender_name: str | None = Field(default=None, description="Defaults to sender")
+    content: str
+    refer_list: list[str] = Field(default_factory=list)
+
+    _parse_create_time = field_validator("create_time", mode="before")(parse_iso_datetime)
+
+    @field_validator("group_id")
+    @classmethod
+    def _group_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be blank; leave it out for a personal stream")
+        return value
+
+    @field_validator("content")
+    @classmethod
+    def _content_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _default_sender_name(self) -> MemorizeRequest:
+        if not self.sender_name:
+            self.sender_name = self.sender
+        return self
+
+
+class SavedMemory(BaseModel):
+    id: str
+    memory_type: str
+    user_id: str | None
+    group_id: str | None
+    timestamp: str
+    content: str
+    title: str | None = None
+    summary: str | None = None
+    memcell_id: str
+    source_message_ids: list[str]
+    valid_from: str | None = None
+    valid_to: str | None = None
+
+
+StatusInfo = Literal["extracted", "accumulated", "duplicate"]
+
+
+class MemorizeResult(BaseModel):
+    saved_memories: list[SavedMemory]
+    count: int
+    status_info: StatusInfo
+    warning: str | None = None
+
+
+class FlushRequest(BaseModel):
+    group_id: str | None = Field(default=None, description="The group whose open MemCell closes now")
+    sender: str | None = Field(default=None, description="For a personal stream (no group_id): its sender")
+
+    @model_validator(mode="after")
+    def _one_stream(self) -> FlushRequest:
+        if not self.group_id and not self.sender:
+            raise ValueError("give group_id, or sender for a personal stream")
+        return self

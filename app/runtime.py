@@ -1,0 +1,36 @@
+"""The long-lived objects a running memsys shares: settings, database engine, providers.
+
+Built once (by the HTTP app's lifespan, the CLI or a benchmark) and passed to services explicitly.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import migrate
+from app.db.engine import create_engine, resolve_database_url
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: AsyncEngine
+    database_url: str
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    """Connect (starting the embedded server if no URL is set), migrate if asked, check the schema."""
+    database_url = resolve_database_url(settings)
+    if settings.migrate_on_start:
+        migrate.upgrade(database_url, settings.embedding_dimensions)
+    migrate.check_embedding_dimensions(database_url, settings.embedding_dimensions)
+    return Runtime(settings=settings, engine=create_engine(database_url, settings), database_url=database_url)

@@ -1,0 +1,84 @@
+"""All of memsys's settings, in one object read from the environment (prefix ``MEMSYS_``).
+
+Every field is documented in the README's settings table; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MEMSYS_", extra="ignore", populate_by_name=True)
+
+    # --- database -------------------------------------------------------------------------------
+    database_url: str | None = None
+    """Any PostgreSQL >= 15 with pgvector. Unset: an embedded server in ``data_dir``."""
+    data_dir: Path = Path(".memsys")
+    migrate_on_start: bool = True
+    db_pool_size: int = 10
+
+    # --- HTTP -----------------------------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = 1995
+    max_content_bytes: int = 64 * 1024
+    """Largest accepted ``content`` of one message, in UTF-8 bytes (413 above it)."""
+    max_body_bytes: int = 1024 * 1024
+    """Largest accepted request body (413 above it)."""
+
+    # --- memory formation: boundaries ----------------------------------------------------------
+    boundary_max_tokens: int = 8192
+    boundary_max_messages: int = 50
+    boundary_gap_hours: float = 4.0
+
+    # --- LLM (any OpenAI-compatible chat endpoint) -----------------------------------------------
+    llm_api_key: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("MEMSYS_LLM_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY"),
+    )
+    llm_base_url: str = "https://openrouter.ai/api/v1"
+    llm_model: str = "qwen/qwen3-235b-a22b-2507"
+    llm_timeout_s: float = 60.0
+    llm_max_retries: int = 2
+    llm_fallback_after: int = 3
+    """Failed LLM extractions of one MemCell before it is formed by the offline path instead."""
+
+    # --- embeddings -----------------------------------------------------------------------------
+    embedding_provider: Literal["local", "openai"] = "local"
+    embedding_model: str = "all-MiniLM-L6-v2"
+    """Local: a sentence-transformers model folder, or the default bundled all-MiniLM-L6-v2.
+    openai: the model name sent to the /embeddings endpoint."""
+    embedding_dimensions: int = 384
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = None
+    embedding_batch_size: int = 64
+    embedding_timeout_s: float = 30.0
+
+    # --- retrieval ------------------------------------------------------------------------------
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    rrf_k: int = 60
+    rrf_candidates: int = 100
+    """Rows each leg of the hybrid query contributes to the fusion."""
+
+    # --- agentic retrieval / rerank -------------------------------------------------------------
+    agentic_round1_candidates: int = 20
+    rerank_provider: Literal["none", "http", "llm"] = "none"
+    rerank_base_url: str | None = None
+    rerank_api_key: str | None = None
+    rerank_model: str = "BAAI/bge-reranker-v2-m3"
+    time_boost: float = 2.0
+
+    log_level: str = "INFO"
+
+    @property
+    def llm_enabled(self) -> bool:
+        return bool(self.llm_api_key)
+
+    def resolved_data_dir(self) -> Path:
+        return Path(os.path.expanduser(self.data_dir)).resolve()

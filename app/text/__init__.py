@@ -1,0 +1,1 @@
+"""Text handling shared by formation and retrieval: tokenisation for BM25, token counts, times."""

@@ -1,0 +1,37 @@
+"""Alembic environment. memsys configures Alembic in code (app.db.migrate), so there is no alembic.ini."""
+
+from alembic import context
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import create_engine, pool
+
+from app.db.tables import metadata
+
+config = context.config
+
+
+def _compare_type(ctx, inspected_column, metadata_column, inspected_type, metadata_type):
+    # The vector dimension follows the configured embedding model and is checked at start-up
+    # (app.db.migrate.check_embedding_dimensions), not by the drift check.
+    if isinstance(metadata_type, Vector):
+        return False
+    return None
+
+
+def run_migrations_online() -> None:
+    connectable = config.attributes.get("connection")
+    if connectable is None:
+        engine = create_engine(config.get_main_option("sqlalchemy.url"), poolclass=pool.NullPool)
+        with engine.connect() as connection:
+            _run(connection)
+        engine.dispose()
+    else:
+        _run(connectable)
+
+
+def _run(connection) -> None:
+    context.configure(connection=connection, target_metadata=metadata, compare_type=_compare_type)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+run_migrations_online()
