@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from litestar import Controller, get, post
-from litestar.di import Provide
-from litestar.params import Parameter
+from litestar.di import NamedDependency, Provide
+from litestar.params import FromQuery, JSONBody
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.conversation_meta import service
@@ -19,12 +19,14 @@ class ConversationMetaController(Controller):
     dependencies = {"conn": Provide(provide_transaction)}
 
     @post("", status_code=200, operation_id="saveConversationMeta", summary="Save conversation metadata (upsert)")
-    async def save(self, data: ConversationMetaRequest, conn: AsyncConnection) -> Envelope[ConversationMetaSaved]:
+    async def save(
+        self, data: JSONBody[ConversationMetaRequest], conn: NamedDependency[AsyncConnection]
+    ) -> Envelope[ConversationMetaSaved]:
         saved = await service.save(conn, data)
         return ok("Conversation metadata saved successfully", saved)
 
     @get("", operation_id="getConversationMeta", summary="Read the conversation metadata of a group")
     async def read(
-        self, conn: AsyncConnection, group_id: str = Parameter(query="group_id", min_length=1)
+        self, conn: NamedDependency[AsyncConnection], group_id: FromQuery[str]
     ) -> Envelope[ConversationMeta]:
         return ok("Conversation metadata found", await service.get(conn, group_id))

@@ -16,7 +16,7 @@ from app.conversation_meta.endpoints import ConversationMetaController
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
 from app.memorize.endpoints import MemorizeController
-from app.runtime import Runtime, build_runtime
+from app.runtime import build_runtime
 from app.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from litestar import get
-from litestar.di import Provide
+from litestar.di import NamedDependency, Provide
 from sqlalchemy import text
 
 from app.errors import ServiceUnavailable
@@ -13,7 +13,7 @@ from app.runtime import Runtime
 
 
 @get("/health", operation_id="health", dependencies={"runtime": Provide(provide_runtime)}, tags=["health"])
-async def health(runtime: Runtime) -> Envelope[dict]:
+async def health(runtime: NamedDependency[Runtime]) -> Envelope[dict]:
     """200 when the database answers ``SELECT 1``; 503 with the error envelope when it does not."""
     try:
         async with runtime.engine.connect() as conn:

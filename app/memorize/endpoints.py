@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from litestar import Controller, post
-from litestar.di import Provide
+from litestar.di import NamedDependency, Provide
+from litestar.params import JSONBody
 
 from app.http.dependencies import provide_runtime
 from app.http.envelope import Envelope, ok
@@ -18,9 +19,9 @@ class MemorizeController(Controller):
     dependencies = {"runtime": Provide(provide_runtime)}
 
     @post("/memorize", status_code=200, operation_id="memorize", summary="Store one message")
-    async def memorize(self, data: MemorizeRequest, runtime: Runtime) -> Envelope[MemorizeResult]:
+    async def memorize(self, data: JSONBody[MemorizeRequest], runtime: NamedDependency[Runtime]) -> Envelope[MemorizeResult]:
         return ok(*await service.memorize(runtime, data))
 
     @post("/flush", status_code=200, operation_id="flush", summary="Close a stream's open MemCell now")
-    async def flush(self, data: FlushRequest, runtime: Runtime) -> Envelope[MemorizeResult]:
+    async def flush(self, data: JSONBody[FlushRequest], runtime: NamedDependency[Runtime]) -> Envelope[MemorizeResult]:
         return ok(*await service.flush(runtime, data))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
 import re
+from datetime import UTC, date, datetime
 from typing import Any
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")

