@@ -12,7 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import migrate
 from app.db.engine import create_engine, resolve_database_url
+from app.providers.embeddings import Embedder, create_embedder
 from app.settings import Settings
+from app.text import tokenize
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +24,7 @@ class Runtime:
     settings: Settings
     engine: AsyncEngine
     database_url: str
+    embedder: Embedder
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -33,4 +36,11 @@ def build_runtime(settings: Settings) -> Runtime:
     if settings.migrate_on_start:
         migrate.upgrade(database_url, settings.embedding_dimensions)
     migrate.check_embedding_dimensions(database_url, settings.embedding_dimensions)
-    return Runtime(settings=settings, engine=create_engine(database_url, settings), database_url=database_url)
+    embedder = create_embedder(settings)
+    tokenize.warm_up()
+    return Runtime(
+        settings=settings,
+        engine=create_engine(database_url, settings),
+        database_url=database_url,
+        embedder=embedder,
+    )

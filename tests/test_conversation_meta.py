@@ -58,8 +58,13 @@ def test_upsert_replaces_the_record_and_keeps_the_first_created_at(client: TestC
 
 
 def test_any_scene_string_and_naive_created_at(client: TestClient) -> None:
-    payload = {**SEED_EXAMPLE, "group_id": "g2", "scene": "assistant", "created_at": "2025-01-15T10:00:00",
-               "default_timezone": "UTC"}
+    payload = {
+        **SEED_EXAMPLE,
+        "group_id": "g2",
+        "scene": "assistant",
+        "created_at": "2025-01-15T10:00:00",
+        "default_timezone": "UTC",
+    }
     result = client.post(META, json=payload).json()["result"]
     assert result["created_at"] == "2025-01-15T10:00:00+00:00"
     assert client.get(META, params={"group_id": "g2"}).json()["result"]["scene"] == "assistant"

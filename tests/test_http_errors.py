@@ -72,9 +72,7 @@ def test_oversized_content_and_body(client: TestClient, settings) -> None:
     )
     assert "content" in body["message"]
     huge = "x" * (settings.max_body_bytes + 10)
-    assert_envelope(
-        client.post(MEMORIZE, json={**GOOD_MESSAGE, "content": huge}), 413, "PAYLOAD_TOO_LARGE", MEMORIZE
-    )
+    assert_envelope(client.post(MEMORIZE, json={**GOOD_MESSAGE, "content": huge}), 413, "PAYLOAD_TOO_LARGE", MEMORIZE)
     # Nothing of either was stored: the same message_id is still free.
     ok = client.post(MEMORIZE, json=GOOD_MESSAGE).json()
     assert ok["result"]["status_info"] != "duplicate"

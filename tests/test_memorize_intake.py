@@ -38,7 +38,12 @@ def test_seed_message_is_stored_before_the_answer(client: TestClient, database_u
     assert len(rows) == 1
     kind, stream, group, message_id, utc_time, sender, name, refer, status = rows[0]
     assert (kind, stream, group, message_id, sender, name) == (
-        "group", "group_123", "group_123", "msg_001", "user_001", "Zhang San"
+        "group",
+        "group_123",
+        "group_123",
+        "msg_001",
+        "user_001",
+        "Zhang San",
     )
     assert utc_time.isoformat() == "2025-01-15T02:00:00"
     assert refer == ["msg_000"]

@@ -19,7 +19,9 @@ class MemorizeController(Controller):
     dependencies = {"runtime": Provide(provide_runtime)}
 
     @post("/memorize", status_code=200, operation_id="memorize", summary="Store one message")
-    async def memorize(self, data: JSONBody[MemorizeRequest], runtime: NamedDependency[Runtime]) -> Envelope[MemorizeResult]:
+    async def memorize(
+        self, data: JSONBody[MemorizeRequest], runtime: NamedDependency[Runtime]
+    ) -> Envelope[MemorizeResult]:
         return ok(*await service.memorize(runtime, data))
 
     @post("/flush", status_code=200, operation_id="flush", summary="Close a stream's open MemCell now")

@@ -50,6 +50,4 @@ def _answer(outcome: formation.FormationOutcome) -> tuple[str, MemorizeResult]:
     else:
         message = "Message queued, awaiting boundary detection"
         status = "accumulated"
-    return message, MemorizeResult(
-        saved_memories=saved, count=len(saved), status_info=status, warning=outcome.warning
-    )
+    return message, MemorizeResult(saved_memories=saved, count=len(saved), status_info=status, warning=outcome.warning)

@@ -111,9 +111,7 @@ def upgrade() -> None:
         sa.CheckConstraint("extraction_mode IN ('llm', 'offline')", name="ck_memcells_extraction_mode"),
         sa.PrimaryKeyConstraint("id", name="pk_memcells"),
     )
-    op.create_index(
-        "ix_memcells_stream_kind_stream_id_end_time", "memcells", ["stream_kind", "stream_id", "end_time"]
-    )
+    op.create_index("ix_memcells_stream_kind_stream_id_end_time", "memcells", ["stream_kind", "stream_id", "end_time"])
 
     op.create_table(
         "messages",

@@ -1,0 +1,1 @@
+"""Providers of outside services behind small interfaces: LLM, embeddings, rerank."""

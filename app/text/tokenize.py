@@ -1,0 +1,62 @@
+"""The one tokeniser BM25 uses, at write time and at query time.
+
+English (and other Latin-script) words are lower-cased, stop words dropped and Snowball-stemmed;
+runs of Chinese characters are segmented by jieba in search mode, which also emits the parts of
+compound words, so that 北京 finds 北京烤鸭 (``to_tsvector('simple')`` alone would keep a whole CJK run
+as one token and BM25 would find nothing). The tokens are stored joined by spaces in
+``memories.search_tokens``; PostgreSQL builds the tsvector from that with the 'simple' configuration,
+which keeps each of our tokens as it is.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import unicodedata
+
+import jieba
+import snowballstemmer
+
+from app.text.stopwords import CHINESE_STOPWORDS, ENGLISH_STOPWORDS
+
+jieba.setLogLevel(logging.WARNING)
+
+# CJK Unified Ideographs (+ extension A) and the compatibility block: the runs jieba segments.
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_RUNS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
+_IS_CJK = re.compile(rf"[{_CJK}]")
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=100_000)
+def _stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens of ``text`` in order, repeats kept (term frequency matters to BM25)."""
+    tokens: list[str] = []
+    for run in _RUNS.findall(unicodedata.normalize("NFKC", text).lower()):
+        if _IS_CJK.match(run):
+            tokens.extend(word for word in jieba.lcut_for_search(run) if word.strip() and word not in CHINESE_STOPWORDS)
+        elif run not in ENGLISH_STOPWORDS:
+            tokens.append(_stem(run) if run.isascii() and run.isalpha() else run)
+    return tokens
+
+
+def search_tokens(text: str) -> str:
+    """What is stored in ``memories.search_tokens``."""
+    return " ".join(tokenize(text))
+
+
+def warm_up() -> None:
+    """Load jieba's dictionary now (about a second) rather than in the first request."""
+    jieba.initialize()
+
+
+def count_tokens(text: str) -> int:
+    """An estimate of LLM tokens without a tokenizer download: a CJK character is about one token,
+    other text about four characters a token."""
+    cjk = len(_IS_CJK.findall(text))
+    return cjk + (len(text) - cjk + 3) // 4
