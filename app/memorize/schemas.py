@@ -56,6 +56,7 @@ class SavedMemory(BaseModel):
     source_message_ids: list[str]
     valid_from: str | None = None
     valid_to: str | None = None
+    metadata: dict = Field(default_factory=dict)
 
 
 StatusInfo = Literal["extracted", "accumulated", "duplicate"]
