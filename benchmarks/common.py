@@ -1,0 +1,134 @@
+"""What every memsys benchmark shares: the machine it ran on, percentiles, a memsys to drive, output.
+
+Each benchmark prints a table, and saves ``{"benchmark", "machine", "config", "results"}`` as JSON in
+``--out`` (default ``benchmarks/results/``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+
+
+def machine() -> dict:
+    """The machine the figures come from."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory_gib = None
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        memory_gib = round(pages / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": memory_gib,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    """p50/p95/p99 (nearest-rank on the sorted sample) and the mean, rounded to 0.01."""
+    if not values:
+        return {"p50": float("nan"), "p95": float("nan"), "p99": float("nan"), "mean": float("nan"), "n": 0}
+    ordered = sorted(values)
+
+    def rank(q: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+    return {
+        "p50": round(statistics.median(ordered), 2),
+        "p95": round(rank(0.95), 2),
+        "p99": round(rank(0.99), 2),
+        "mean": round(statistics.fmean(ordered), 2),
+        "n": len(ordered),
+    }
+
+
+def save(name: str, config: dict, results: object, out_dir: Path | None = None) -> Path:
+    out_dir = Path(out_dir or RESULTS_DIR)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.json"
+    payload = {"benchmark": name, "machine": machine(), "config": config, "results": results}
+    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def print_table(rows: list[dict], columns: Sequence[str]) -> None:
+    widths = {c: max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns} if rows else {}
+    print("  ".join(c.ljust(widths[c]) for c in columns))
+    for row in rows:
+        print("  ".join(_fmt(row.get(c)).ljust(widths[c]) for c in columns))
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    return "" if value is None else str(value)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def memsys_server(base_url: str | None = None, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Yield the base URL of a memsys to drive: ``base_url`` as given, or a ``memsys serve`` of our own on
+    a fresh embedded database in a temporary directory (stopped and deleted afterwards)."""
+    if base_url:
+        yield base_url.rstrip("/")
+        return
+    with tempfile.TemporaryDirectory(prefix="memsys-bench-") as data_dir:
+        port = _free_port()
+        child_env = {**os.environ, "MEMSYS_DATA_DIR": data_dir, "MEMSYS_LOG_LEVEL": "WARNING", **(env or {})}
+        child_env.pop("MEMSYS_DATABASE_URL", None) if "MEMSYS_DATABASE_URL" not in (env or {}) else None
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=child_env, cwd=ROOT
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                if process.poll() is not None:
+                    raise RuntimeError(f"memsys serve exited with {process.returncode}")
+                try:
+                    if httpx.get(url + "/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.3)
+            else:
+                raise RuntimeError("memsys serve did not become healthy")
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
