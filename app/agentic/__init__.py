@@ -1,0 +1,1 @@
+"""Agentic retrieval: LLM-guided multi-round search with rerank and time awareness."""
