@@ -65,6 +65,13 @@ class Settings(BaseSettings):
     rrf_k: int = 60
     rrf_candidates: int = 100
     """Rows each leg of the hybrid query contributes to the fusion."""
+    hnsw_ef_search: int = 100
+    """Lower bound of hnsw.ef_search; raised to the leg's LIMIT (at most 1000) for each query."""
+    hnsw_max_scan_tuples: int = 20000
+    """hnsw.max_scan_tuples: how far a filtered iterative HNSW scan may go to fill the leg."""
+    bm25_df_budget: int = 50000
+    """BM25 candidates come from the query's rarest terms while their summed document frequency stays
+    under this; more common terms still score those candidates."""
 
     # --- agentic retrieval / rerank -------------------------------------------------------------
     agentic_round1_candidates: int = 20

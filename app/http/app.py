@@ -16,6 +16,7 @@ from app.conversation_meta.endpoints import ConversationMetaController
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
 from app.memorize.endpoints import MemorizeController
+from app.retrieval.endpoints import RetrievalController
 from app.runtime import build_runtime
 from app.settings import Settings
 
@@ -35,7 +36,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             await runtime.close()
 
     return Litestar(
-        route_handlers=[health, ConversationMetaController, MemorizeController],
+        route_handlers=[health, ConversationMetaController, MemorizeController, RetrievalController],
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,
         request_max_body_size=settings.max_body_bytes,

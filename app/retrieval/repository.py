@@ -1,0 +1,99 @@
+"""Database reads of retrieval: the hybrid statement of ``sql/retrieval.sql`` and the latest profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db.named_sql import query
+from app.db.tables import profiles
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """What a memory must satisfy to be a candidate of either leg. ``None`` means no filter."""
+
+    memory_type: str
+    time_from: datetime
+    time_to: datetime
+    user_id: str | None = None
+    group_id: str | None = None
+    valid_on: date | None = None
+    """Semantic memories only: valid_from <= valid_on <= valid_to (an open end always matches)."""
+
+
+@dataclass(frozen=True)
+class SearchTuning:
+    """How the statement searches; the service derives it from the settings and the request."""
+
+    leg_limit: int
+    ef_search: int
+    max_scan_tuples: int
+    rrf_k: int
+    k1: float
+    b: float
+    bm25_df_budget: int
+
+
+def vector_literal(vector: list[float]) -> str:
+    return "[" + ",".join(f"{x:.8g}" for x in vector) + "]"
+
+
+def search_parameters(
+    *,
+    mode: str,
+    query_vector: list[float] | None,
+    query_tokens: str,
+    filters: SearchFilters,
+    top_k: int,
+    radius: float | None,
+    tuning: SearchTuning,
+) -> dict[str, Any]:
+    """The bind parameters of ``hybrid_search`` (also what ``explain`` prints)."""
+    return {
+        "retrieval_mode": mode,
+        "embedding": vector_literal(query_vector) if query_vector is not None else None,
+        "query_tokens": query_tokens,
+        "memory_type": filters.memory_type,
+        "user_id": filters.user_id,
+        "group_id": filters.group_id,
+        "time_from": filters.time_from,
+        "time_to": filters.time_to,
+        "valid_on": filters.valid_on,
+        "radius": radius,
+        "leg_limit": tuning.leg_limit,
+        "top_k": top_k,
+        "rrf_k": tuning.rrf_k,
+        "k1": tuning.k1,
+        "b": tuning.b,
+        "bm25_df_budget": tuning.bm25_df_budget,
+    }
+
+
+async def configure_search(conn: AsyncConnection, tuning: SearchTuning) -> None:
+    """SET LOCAL the HNSW and planner settings for the rest of this transaction."""
+    await conn.execute(
+        text(query("configure_search")),
+        {"ef_search": tuning.ef_search, "max_scan_tuples": tuning.max_scan_tuples},
+    )
+
+
+async def hybrid_search(conn: AsyncConnection, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run ``hybrid_search``; call ``configure_search`` first in the same transaction."""
+    result = await conn.execute(text(query("hybrid_search")), parameters)
+    return [dict(row) for row in result.mappings()]
+
+
+async def latest_profile(conn: AsyncConnection, user_id: str, group_id: str) -> dict[str, Any] | None:
+    statement = (
+        select(profiles)
+        .where(profiles.c.user_id == user_id, profiles.c.group_id == group_id)
+        .order_by(profiles.c.version.desc())
+        .limit(1)
+    )
+    row = (await conn.execute(statement)).mappings().first()
+    return dict(row) if row else None

@@ -1,0 +1,82 @@
+"""Request and response shapes of POST /api/v3/agentic/retrieve_lightweight (seeds 000/001, issue 4)."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from app.text.timeparse import parse_day
+
+RetrievalMode = Literal["rrf", "embedding", "bm25"]
+DataSource = Literal["episode", "event_log", "semantic_memory", "profile"]
+MemoryScope = Literal["all", "personal", "group"]
+
+
+class RetrieveLightweightRequest(BaseModel):
+    query: str | None = Field(default=None, description="Required unless data_source is profile")
+    user_id: str | None = Field(default=None, description="Filter: memories of this user")
+    group_id: str | None = Field(default=None, description="Filter: memories of this group")
+    time_range_days: int = Field(default=365, ge=1, le=36500, description="Days before current_time (or now)")
+    top_k: int = Field(default=20, ge=1, le=100)
+    retrieval_mode: RetrievalMode = "rrf"
+    data_source: DataSource = Field(default="episode", description="memcell is accepted as an alias of episode")
+    memory_scope: MemoryScope = "all"
+    current_time: date | None = Field(
+        default=None, description="YYYY-MM-DD: the reference day; semantic memories must be valid on it"
+    )
+    radius: float | None = Field(default=None, ge=-1, le=1, description="Minimum cosine similarity; none by default")
+    time_aware: bool = Field(default=False, description="Reserved for time-expression parsing; ignored for now")
+
+    _parse_current_time = field_validator("current_time", mode="before")(
+        lambda value: None if value is None else parse_day(value)
+    )
+
+    @field_validator("data_source", mode="before")
+    @classmethod
+    def _memcell_is_episode(cls, value: Any) -> Any:
+        return "episode" if value == "memcell" else value
+
+    @field_validator("user_id", "group_id")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        # A blank id silently dropping a tenant filter would return other tenants' memories.
+        if value is not None and not value.strip():
+            raise ValueError("must not be blank; leave it out to not filter by it")
+        return value
+
+
+class RetrievedMemory(BaseModel):
+    id: str
+    memory_type: str
+    content: str
+    title: str | None = None
+    summary: str | None = None
+    score: float = Field(description="In [0, 1], higher is better; see docs/retrieval.md for each mode")
+    timestamp: str
+    user_id: str | None
+    group_id: str | None
+    memcell_id: str | None
+    source_message_ids: list[str]
+    valid_from: str | None = None
+    valid_to: str | None = None
+    profile: dict[str, Any] | None = Field(default=None, description="data_source=profile only: the profile JSON")
+
+
+class RetrievalMetadata(BaseModel):
+    retrieval_mode: str
+    data_source: str
+    memory_scope: str
+    emb_count: int
+    bm25_count: int
+    final_count: int
+    total_latency_ms: float
+    query_embedding_ms: float
+    time_range_days: int
+
+
+class RetrieveLightweightResult(BaseModel):
+    memories: list[RetrievedMemory]
+    count: int
+    metadata: RetrievalMetadata

@@ -1,0 +1,217 @@
+"""Lightweight retrieval: one hybrid SQL statement (HNSW vector leg + BM25 leg + RRF) per request.
+
+Stateless functions with explicit arguments so the agentic flow, the CLI and benchmarks can call them:
+``retrieve`` answers a whole request; ``search`` runs one search with a query text, a query vector,
+filters and a limit that the caller chose itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as day_time
+from typing import Any
+
+from app.errors import InvalidParameter
+from app.retrieval import repository
+from app.retrieval.repository import SearchFilters, SearchTuning
+from app.retrieval.schemas import (
+    RetrievalMetadata,
+    RetrievedMemory,
+    RetrieveLightweightRequest,
+    RetrieveLightweightResult,
+)
+from app.runtime import Runtime
+from app.settings import Settings
+from app.text.tokenize import search_tokens
+
+MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+
+
+@dataclass
+class SearchResult:
+    """Ranked memories (API-shaped dicts with ``score`` and the raw ``cosine``/``bm25``/ranks) and leg sizes."""
+
+    memories: list[dict[str, Any]]
+    emb_count: int = 0
+    bm25_count: int = 0
+    query_embedding_ms: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def validate(request: RetrieveLightweightRequest) -> None:
+    """The rules between fields that pydantic's per-field checks cannot express."""
+    if request.data_source == "profile":
+        if not request.user_id or not request.group_id:
+            raise InvalidParameter("data_source=profile needs both user_id and group_id")
+        return
+    if request.query is None or not request.query.strip():
+        raise InvalidParameter("Missing required parameter: query")
+    if request.memory_scope == "personal" and not request.user_id:
+        raise InvalidParameter("memory_scope=personal needs user_id")
+    if request.memory_scope == "group" and not request.group_id:
+        raise InvalidParameter("memory_scope=group needs group_id")
+
+
+def time_window(
+    time_range_days: int, current_time: date | None = None, now: datetime | None = None
+) -> tuple[datetime, datetime]:
+    """[from, to): the ``time_range_days`` days up to the end of ``current_time`` (a day), or up to now."""
+    if current_time is not None:
+        end = datetime.combine(current_time + timedelta(days=1), day_time(0), tzinfo=UTC)
+    else:
+        end = now or datetime.now(UTC)
+    return end - timedelta(days=time_range_days), end
+
+
+def filters_for(request: RetrieveLightweightRequest, now: datetime | None = None) -> SearchFilters:
+    """Scope semantics of seed 000: all = user_id and group_id where given; personal = user_id only,
+    across groups; group = group_id only, every member's memories."""
+    time_from, time_to = time_window(request.time_range_days, request.current_time, now)
+    user_id = request.user_id if request.memory_scope in ("all", "personal") else None
+    group_id = request.group_id if request.memory_scope in ("all", "group") else None
+    valid_on = request.current_time if request.data_source == "semantic_memory" else None
+    return SearchFilters(
+        memory_type=request.data_source,
+        time_from=time_from,
+        time_to=time_to,
+        user_id=user_id,
+        group_id=group_id,
+        valid_on=valid_on,
+    )
+
+
+def tuning_for(settings: Settings, mode: str, top_k: int) -> SearchTuning:
+    """Each leg contributes ``rrf_candidates`` rows to the fusion (at least top_k); a single leg just top_k.
+    ef_search is sized to the leg's LIMIT so the filtered iterative scan can fill it."""
+    leg_limit = max(settings.rrf_candidates, top_k) if mode == "rrf" else top_k
+    return SearchTuning(
+        leg_limit=leg_limit,
+        ef_search=min(max(settings.hnsw_ef_search, leg_limit), MAX_EF_SEARCH),
+        max_scan_tuples=settings.hnsw_max_scan_tuples,
+        rrf_k=settings.rrf_k,
+        k1=settings.bm25_k1,
+        b=settings.bm25_b,
+        bm25_df_budget=settings.bm25_df_budget,
+    )
+
+
+async def search(
+    runtime: Runtime,
+    *,
+    query: str,
+    filters: SearchFilters,
+    top_k: int,
+    mode: str = "rrf",
+    radius: float | None = None,
+    query_vector: list[float] | None = None,
+) -> SearchResult:
+    """One hybrid search. ``mode`` is rrf, embedding or bm25; the query is embedded here unless
+    ``query_vector`` is given (or the mode is bm25)."""
+    if mode not in ("rrf", "embedding", "bm25"):
+        raise InvalidParameter(f"Invalid field retrieval_mode: {mode!r} is not rrf, embedding or bm25")
+    embedding_ms = 0.0
+    if mode != "bm25" and query_vector is None:
+        started = time.perf_counter()
+        query_vector = (await runtime.embedder.embed([query]))[0]
+        embedding_ms = (time.perf_counter() - started) * 1000
+    tuning = tuning_for(runtime.settings, mode, top_k)
+    parameters = repository.search_parameters(
+        mode=mode,
+        query_vector=query_vector if mode != "bm25" else None,
+        query_tokens=search_tokens(query) if mode != "embedding" else "",
+        filters=filters,
+        top_k=top_k,
+        radius=radius,
+        tuning=tuning,
+    )
+    async with runtime.engine.begin() as conn:
+        await repository.configure_search(conn, tuning)
+        rows = await repository.hybrid_search(conn, parameters)
+    return SearchResult(
+        memories=[_memory(row) for row in rows],
+        emb_count=rows[0]["emb_count"] if rows else 0,
+        bm25_count=rows[0]["bm25_count"] if rows else 0,
+        query_embedding_ms=embedding_ms,
+    )
+
+
+async def profile(runtime: Runtime, user_id: str, group_id: str) -> list[dict[str, Any]]:
+    """The latest profile version of (user, group) as one memory-shaped item, or none."""
+    async with runtime.engine.connect() as conn:
+        row = await repository.latest_profile(conn, user_id, group_id)
+    if row is None:
+        return []
+    return [
+        {
+            "id": str(row["id"]),
+            "memory_type": "profile",
+            "content": json.dumps(row["profile"], ensure_ascii=False, sort_keys=True),
+            "title": f"Profile of {user_id} in {group_id} (version {row['version']})",
+            "score": 1.0,
+            "timestamp": row["created_at"].isoformat(),
+            "user_id": row["user_id"],
+            "group_id": row["group_id"],
+            "memcell_id": str(row["memcell_id"]) if row["memcell_id"] else None,
+            "source_message_ids": [],
+            "profile": row["profile"],
+        }
+    ]
+
+
+async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tuple[str, RetrieveLightweightResult]:
+    """Answer a retrieve_lightweight request: the message and the result."""
+    started = time.perf_counter()
+    validate(request)
+    if request.data_source == "profile":
+        found = SearchResult(memories=await profile(runtime, request.user_id or "", request.group_id or ""))
+    else:
+        found = await search(
+            runtime,
+            query=request.query or "",
+            filters=filters_for(request),
+            top_k=request.top_k,
+            mode=request.retrieval_mode,
+            radius=request.radius,
+        )
+    memories = [RetrievedMemory(**memory) for memory in found.memories]
+    metadata = RetrievalMetadata(
+        retrieval_mode=request.retrieval_mode,
+        data_source=request.data_source,
+        memory_scope=request.memory_scope,
+        emb_count=found.emb_count,
+        bm25_count=found.bm25_count,
+        final_count=len(memories),
+        total_latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        query_embedding_ms=round(found.query_embedding_ms, 3),
+        time_range_days=request.time_range_days,
+    )
+    message = f"Retrieval successful, found {len(memories)} memories"
+    return message, RetrieveLightweightResult(memories=memories, count=len(memories), metadata=metadata)
+
+
+def _memory(row: dict[str, Any]) -> dict[str, Any]:
+    score = float(row["score"]) if row["score"] is not None else 0.0
+    return {
+        "id": str(row["id"]),
+        "memory_type": row["memory_type"],
+        "content": row["content"],
+        "title": row["title"],
+        "summary": row["summary"],
+        "score": min(max(score, 0.0), 1.0),
+        "timestamp": row["timestamp"].isoformat(),
+        "user_id": row["user_id"],
+        "group_id": row["group_id"],
+        "memcell_id": str(row["memcell_id"]),
+        "source_message_ids": list(row["source_message_ids"]),
+        "valid_from": row["valid_from"].isoformat() if row["valid_from"] else None,
+        "valid_to": row["valid_to"].isoformat() if row["valid_to"] else None,
+        "metadata": row["metadata"],
+        "cosine": row["cosine"],
+        "bm25": row["bm25"],
+        "vector_rank": row["vector_rank"],
+        "bm25_rank": row["bm25_rank"],
+        "rrf": float(row["rrf"]),
+    }

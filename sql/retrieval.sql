@@ -1,0 +1,133 @@
+-- Lightweight retrieval (POST /api/v3/agentic/retrieve_lightweight), as app/retrieval/repository.py runs it.
+--
+-- Run by hand with psql (the service passes the same parameters; a NULL filter means "no filter"):
+--
+--   \set embedding '[0.01, -0.03, ...]'          -- 384 numbers, or NULL to switch the vector leg off
+--   \set query_tokens 'beij travel food'          -- app.text.tokenize.search_tokens(query), or '' for no BM25 leg
+--   \set memory_type episode
+--   \set user_id NULL                             -- or 'user_001' (quoted below with :'user_id' if not NULL)
+--   BEGIN;
+--   SELECT set_config('hnsw.ef_search', '100', true), set_config('hnsw.iterative_scan', 'relaxed_order', true),
+--          set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true);
+--   -- then paste the hybrid_search body below, replacing each :name by a psql variable, e.g.
+--   --   CAST(:'embedding' AS vector), :'query_tokens', :'memory_type', CAST(NULL AS text), now() - interval '365 days',
+--   --   now(), CAST(NULL AS date), CAST(NULL AS float8), 100 (leg_limit), 20 (top_k), 60, 1.2, 0.75, 50000
+--   COMMIT;
+--
+-- `python -m app.retrieval.explain "your query"` prints the statement with the parameters filled in.
+
+-- name: configure_search
+-- Session settings for the next statement of this transaction (SET LOCAL semantics): a filtered HNSW scan
+-- keeps going (iterative scan) until the leg's LIMIT is met, with a candidate list as long as that LIMIT;
+-- each request is planned with its own parameter values (so a NULL filter folds away and a selective
+-- user/group filter can pick the btree index); JIT compilation would cost more than the query.
+SELECT
+    set_config('hnsw.ef_search', CAST(:ef_search AS text), true),
+    set_config('hnsw.iterative_scan', 'relaxed_order', true),
+    set_config('hnsw.max_scan_tuples', CAST(:max_scan_tuples AS text), true),
+    set_config('plan_cache_mode', 'force_custom_plan', true),
+    set_config('jit', 'off', true);
+
+-- name: hybrid_search
+-- One statement for the three modes: a leg runs when its input is given (:embedding for the vector leg,
+-- :query_tokens for BM25; rrf gives both, embedding and bm25 one each). Every filter sits inside each leg.
+--
+-- score, in [0, 1], higher is better:
+--   both legs (rrf): sum over legs of 1/(rrf_k + rank), divided by 2/(rrf_k + 1), its value for a memory
+--                    ranked first by both legs;
+--   vector leg only: cosine similarity, clipped at 0;
+--   BM25 leg only:   BM25 divided by the query's largest possible BM25, sum over its terms of idf * (k1 + 1).
+WITH
+vector_hits AS MATERIALIZED (
+    SELECT m.id, m.embedding <=> CAST(:embedding AS vector) AS distance
+    FROM memories m
+    WHERE CAST(:embedding AS vector) IS NOT NULL
+      AND m.memory_type = :memory_type
+      AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+      AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+      AND m.timestamp >= :time_from AND m.timestamp < :time_to
+      AND (CAST(:valid_on AS date) IS NULL
+           OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+    ORDER BY distance
+    LIMIT :leg_limit
+),
+-- The radius is applied after the ordered LIMIT (a prefix of the ordered scan): inside the index scan it
+-- would make the iterative scan walk the whole graph when few memories are that close.
+vector_leg AS (
+    SELECT id, 1 - distance AS cosine, row_number() OVER (ORDER BY distance, id) AS rank
+    FROM vector_hits
+    WHERE CAST(:radius AS float8) IS NULL OR 1 - distance >= :radius
+),
+-- BM25 (Robertson/Sparck Jones): idf = ln(1 + (N - df + 0.5) / (df + 0.5)) from the statistics the
+-- triggers keep per memory type; the query's terms are its tokens as the tsvector stores them.
+bm25_terms AS MATERIALIZED (
+    SELECT s.term, s.df, ln(1 + (c.doc_count - s.df + 0.5) / (s.df + 0.5)) AS idf
+    FROM bm25_corpus_stats c
+    JOIN bm25_term_stats s ON s.memory_type = c.memory_type
+    WHERE c.memory_type = :memory_type
+      AND s.term = ANY (tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))))
+),
+-- Candidates come from the GIN index. Terms are taken rarest first while their summed document
+-- frequency stays within :bm25_df_budget (the rarest always): a term found in a large share of the corpus
+-- still scores the candidates but does not make every memory that contains it one.
+bm25_query AS MATERIALIZED (
+    SELECT
+        to_tsquery('simple', string_agg(quote_literal(term), ' | ') FILTER (WHERE df_before < :bm25_df_budget)) AS tsq,
+        array_agg(term) AS terms,
+        sum(idf) * (:k1 + 1) AS max_score,
+        (SELECT total_len::float8 / greatest(doc_count, 1) FROM bm25_corpus_stats WHERE memory_type = :memory_type)
+            AS avgdl
+    FROM (SELECT term, idf, coalesce(sum(df) OVER (ORDER BY df, term ROWS UNBOUNDED PRECEDING EXCLUDE CURRENT ROW), 0)
+                 AS df_before
+          FROM bm25_terms) t
+),
+bm25_candidates AS MATERIALIZED (
+    SELECT m.id, m.doc_len, m.tsv
+    FROM memories m
+    WHERE m.tsv @@ (SELECT tsq FROM bm25_query)
+      AND m.memory_type = :memory_type
+      AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+      AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+      AND m.timestamp >= :time_from AND m.timestamp < :time_to
+      AND (CAST(:valid_on AS date) IS NULL
+           OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+),
+-- tf is the number of positions of the term in the memory's tsvector; setweight + ts_filter cut the
+-- tsvector down to the query's terms before it is unnested.
+bm25_scored AS (
+    SELECT c.id,
+           sum(t.idf * (cardinality(u.positions) * (:k1 + 1))
+               / (cardinality(u.positions) + :k1 * (1 - :b + :b * c.doc_len / q.avgdl))) AS bm25
+    FROM bm25_candidates c
+    CROSS JOIN bm25_query q
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(c.tsv, 'A', q.terms), '{a}')) AS u
+    JOIN bm25_terms t ON t.term = u.lexeme
+    GROUP BY c.id
+),
+bm25_leg AS (
+    SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS rank
+    FROM bm25_scored
+    ORDER BY bm25 DESC, id
+    LIMIT :leg_limit
+),
+fused AS (
+    SELECT coalesce(v.id, k.id) AS id, v.cosine, v.rank AS vector_rank, k.bm25, k.rank AS bm25_rank,
+           coalesce(1.0 / (:rrf_k + v.rank), 0) + coalesce(1.0 / (:rrf_k + k.rank), 0) AS rrf
+    FROM vector_leg v
+    FULL OUTER JOIN bm25_leg k ON k.id = v.id
+)
+SELECT
+    m.id, m.memory_type, m.user_id, m.group_id, m.timestamp, m.content, m.title, m.summary, m.memcell_id,
+    m.source_message_ids, m.valid_from, m.valid_to, m.metadata,
+    f.cosine, f.vector_rank, f.bm25, f.bm25_rank, f.rrf,
+    CASE CAST(:retrieval_mode AS text)
+        WHEN 'rrf' THEN f.rrf / (2.0 / (:rrf_k + 1))
+        WHEN 'embedding' THEN greatest(f.cosine, 0)
+        ELSE f.bm25 / (SELECT max_score FROM bm25_query)
+    END AS score,
+    (SELECT count(*) FROM vector_leg) AS emb_count,
+    (SELECT count(*) FROM bm25_leg) AS bm25_count
+FROM fused f
+JOIN memories m ON m.id = f.id
+ORDER BY f.rrf DESC, f.id
+LIMIT :top_k;

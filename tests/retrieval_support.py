@@ -1,0 +1,87 @@
+"""Helpers of the retrieval tests: write memories (with a MemCell for the foreign key) through the
+shared repository, and call the endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.db.embedded import sqlalchemy_url
+from app.db.tables import memcells
+from app.memories.repository import NewMemory, insert_memories
+
+URL = "/api/v3/agentic/retrieve_lightweight"
+NOW = datetime.now(UTC)
+
+
+def memory(
+    content: str,
+    embedding: list[float],
+    *,
+    memory_type: str = "episode",
+    user_id: str | None = "u1",
+    group_id: str | None = "g1",
+    days_ago: float = 1.0,
+    timestamp: datetime | None = None,
+    valid_from: date | None = None,
+    valid_to: date | None = None,
+    title: str | None = None,
+) -> NewMemory:
+    return NewMemory(
+        memory_type=memory_type,
+        content=content,
+        timestamp=timestamp or NOW - timedelta(days=days_ago),
+        memcell_id=uuid.UUID(int=0),
+        source_message_ids=["m1"],
+        embedding=embedding,
+        user_id=user_id,
+        group_id=group_id,
+        title=title,
+        valid_from=valid_from,
+        valid_to=valid_to,
+    )
+
+
+def write(database_url: str, new: list[NewMemory], batch: int = 2000) -> list[dict[str, Any]]:
+    """Insert the memories (one MemCell holds them all); returns their API-shaped rows in order."""
+
+    async def run() -> list[dict[str, Any]]:
+        engine = create_async_engine(sqlalchemy_url(database_url))
+        try:
+            async with engine.begin() as conn:
+                cell = (
+                    await conn.execute(
+                        memcells.insert().returning(memcells.c.id),
+                        {
+                            "stream_kind": "group",
+                            "stream_id": "g1",
+                            "group_id": "g1",
+                            "start_time": NOW,
+                            "end_time": NOW,
+                            "message_ids": ["m1"],
+                            "participants": ["u1"],
+                            "boundary_reason": "test",
+                            "extraction_mode": "offline",
+                        },
+                    )
+                ).scalar_one()
+                for item in new:
+                    item.memcell_id = cell
+                rows: list[dict[str, Any]] = []
+                for start in range(0, len(new), batch):
+                    rows += await insert_memories(conn, new[start : start + batch])
+                return rows
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def retrieve(client, **body: Any) -> dict[str, Any]:
+    response = client.post(URL, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()["result"]

@@ -1,0 +1,246 @@
+"""POST /api/v3/agentic/retrieve_lightweight on real PostgreSQL: fields, defaults, errors, scopes, filters."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pytest
+
+from tests.retrieval_support import NOW, URL, memory, retrieve, write
+
+
+@pytest.fixture
+def embed(app_client):
+    embedder = app_client.app.state.runtime.embedder
+    return lambda text: embedder.embed_sync([text])[0]
+
+
+@pytest.fixture
+def corpus(client, database_url, embed):
+    """A small corpus over two users and two groups, plus a group-level memory."""
+    texts = [
+        ("u1", "g1", "Alice loves Beijing roast duck and travelled to Beijing for food"),
+        ("u1", "g2", "Alice is planning the project release date for March"),
+        ("u2", "g1", "Bob prefers hiking in the mountains on weekends"),
+        ("u2", "g2", "Bob booked flights to Beijing for the spring festival"),
+        (None, "g1", "The group agreed to meet every Friday for a food tasting"),
+    ]
+    rows = write(database_url, [memory(text, embed(text), user_id=u, group_id=g) for u, g, text in texts])
+    return {row["content"]: row for row in rows}
+
+
+def test_defaults_and_response_shape(client, corpus):
+    body = client.post(URL, json={"query": "Beijing food"}).json()
+    assert body["status"] == "ok"
+    result = body["result"]
+    meta = result["metadata"]
+    assert meta["retrieval_mode"] == "rrf"
+    assert meta["data_source"] == "episode"
+    assert meta["memory_scope"] == "all"
+    assert meta["time_range_days"] == 365
+    assert meta["final_count"] == result["count"] == len(result["memories"]) == 5
+    assert meta["emb_count"] == 5 and meta["bm25_count"] >= 2
+    assert meta["total_latency_ms"] > 0 and meta["query_embedding_ms"] > 0
+    top = result["memories"][0]
+    assert "Beijing" in top["content"]
+    expected_keys = {
+        "id", "memory_type", "content", "title", "summary", "score", "timestamp", "user_id", "group_id",
+        "memcell_id", "source_message_ids", "valid_from", "valid_to",
+    }  # fmt: skip
+    assert expected_keys <= set(top)
+    scores = [m["score"] for m in result["memories"]]
+    assert scores == sorted(scores, reverse=True)
+    assert all(0 <= s <= 1 for s in scores)
+    assert len({m["id"] for m in result["memories"]}) == len(result["memories"])  # found by both legs: once
+
+
+def _ids(result) -> set[str]:
+    return {m["content"] for m in result["memories"]}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "query"),
+        ({"query": "   "}, "query"),
+        ({"query": "x", "top_k": 0}, "top_k"),
+        ({"query": "x", "top_k": 101}, "top_k"),
+        ({"query": "x", "top_k": "many"}, "top_k"),
+        ({"query": "x", "retrieval_mode": "hybrid"}, "retrieval_mode"),
+        ({"query": "x", "retrieval_mode": "lightweight"}, "retrieval_mode"),
+        ({"query": "x", "data_source": "messages"}, "data_source"),
+        ({"query": "x", "memory_scope": "everyone"}, "memory_scope"),
+        ({"query": "x", "memory_scope": "personal"}, "user_id"),
+        ({"query": "x", "memory_scope": "personal", "group_id": "g1"}, "user_id"),
+        ({"query": "x", "memory_scope": "group"}, "group_id"),
+        ({"query": "x", "memory_scope": "group", "user_id": "u1"}, "group_id"),
+        ({"query": "x", "time_range_days": 0}, "time_range_days"),
+        ({"query": "x", "time_range_days": -3}, "time_range_days"),
+        ({"query": "x", "current_time": "2025/01/15"}, "current_time"),
+        ({"query": "x", "current_time": "2025-02-30"}, "current_time"),
+        ({"query": "x", "current_time": "2025-01-15T10:00:00"}, "current_time"),
+        ({"query": "x", "radius": 1.5}, "radius"),
+        ({"query": "x", "radius": -1.01}, "radius"),
+        ({"query": "x", "radius": "close"}, "radius"),
+        ({"query": "x", "user_id": ""}, "user_id"),
+        ({"query": "x", "group_id": " "}, "group_id"),
+        ({"data_source": "profile"}, "user_id"),
+        ({"data_source": "profile", "user_id": "u1"}, "group_id"),
+        ({"data_source": "profile", "group_id": "g1"}, "user_id"),
+    ],
+)
+def test_invalid_requests_are_400_naming_the_field(client, body, field):
+    response = client.post(URL, json=body)
+    assert response.status_code == 400, response.text
+    error = response.json()
+    assert error["status"] == "failed"
+    assert error["code"] == "INVALID_PARAMETER"
+    assert field in error["message"]
+    assert error["path"] == URL
+
+
+def test_missing_query_message_matches_the_seed(client):
+    assert client.post(URL, json={"user_id": "u1"}).json()["message"] == "Missing required parameter: query"
+
+
+def test_top_k_limits_the_answer(client, corpus):
+    result = retrieve(client, query="Beijing", top_k=2)
+    assert result["count"] == 2 and result["metadata"]["final_count"] == 2
+    assert retrieve(client, query="Beijing", top_k=100)["count"] == 5
+
+
+def test_embedding_mode_runs_the_vector_leg_only_and_scores_cosine(client, corpus, embed):
+    result = retrieve(client, query="roast duck in Beijing", retrieval_mode="embedding")
+    meta = result["metadata"]
+    assert meta["retrieval_mode"] == "embedding" and meta["bm25_count"] == 0 and meta["emb_count"] == 5
+    query_vector = embed("roast duck in Beijing")
+    for item in result["memories"]:
+        vector = embed(item["content"])
+        cosine = sum(a * b for a, b in zip(query_vector, vector, strict=True))
+        assert item["score"] == pytest.approx(max(cosine, 0.0), abs=1e-4)
+    assert result["memories"][0]["content"].startswith("Alice loves Beijing roast duck")
+
+
+def test_bm25_mode_runs_the_keyword_leg_only(client, corpus):
+    result = retrieve(client, query="hiking mountains", retrieval_mode="bm25")
+    meta = result["metadata"]
+    assert meta["emb_count"] == 0 and meta["query_embedding_ms"] == 0
+    assert _ids(result) == {"Bob prefers hiking in the mountains on weekends"}
+    assert 0 < result["memories"][0]["score"] < 1
+    assert retrieve(client, query="the of and", retrieval_mode="bm25")["count"] == 0  # stop words only
+
+
+def test_rrf_score_is_one_for_a_memory_first_in_both_legs(client, corpus):
+    result = retrieve(client, query="Bob hiking mountains weekends")
+    top = result["memories"][0]
+    assert top["content"].startswith("Bob prefers hiking")
+    assert top["score"] == pytest.approx(1.0)
+
+
+def test_data_source_selects_the_memory_type_and_memcell_is_episode(client, database_url, embed, corpus):
+    text = "Alice's release date for the project is March 3"
+    write(database_url, [memory(text, embed(text), memory_type="event_log")])
+    result = retrieve(client, query="project release date", data_source="event_log")
+    assert _ids(result) == {text}
+    assert result["memories"][0]["memory_type"] == "event_log"
+    aliased = retrieve(client, query="project release date", data_source="memcell")
+    assert aliased["metadata"]["data_source"] == "episode"
+    assert text not in _ids(aliased) and len(aliased["memories"]) == 5
+
+
+def test_scope_all_filters_by_each_id_given(client, corpus):
+    assert _ids(retrieve(client, query="Beijing", user_id="u1", group_id="g1")) == {
+        "Alice loves Beijing roast duck and travelled to Beijing for food"
+    }
+    assert _ids(retrieve(client, query="Beijing", user_id="u1")) == {
+        "Alice loves Beijing roast duck and travelled to Beijing for food",
+        "Alice is planning the project release date for March",
+    }
+    assert len(_ids(retrieve(client, query="Beijing", group_id="g1"))) == 3
+
+
+def test_scope_personal_uses_user_id_only_across_groups(client, corpus):
+    result = retrieve(client, query="Beijing", user_id="u2", group_id="g1", memory_scope="personal")
+    assert {m["user_id"] for m in result["memories"]} == {"u2"}
+    assert {m["group_id"] for m in result["memories"]} == {"g1", "g2"}
+
+
+def test_scope_group_uses_group_id_only_all_members(client, corpus):
+    result = retrieve(client, query="food", user_id="u2", group_id="g1", memory_scope="group")
+    assert {m["group_id"] for m in result["memories"]} == {"g1"}
+    assert {m["user_id"] for m in result["memories"]} == {"u1", "u2", None}
+
+
+def test_radius_keeps_only_memories_at_least_that_similar(client, corpus):
+    everything = retrieve(client, query="roast duck", retrieval_mode="embedding")
+    cosines = sorted(m["score"] for m in everything["memories"])
+    cut = (cosines[-1] + cosines[-2]) / 2
+    close = retrieve(client, query="roast duck", retrieval_mode="embedding", radius=cut)
+    assert close["count"] == 1 and close["memories"][0]["score"] >= cut
+    assert retrieve(client, query="roast duck", retrieval_mode="embedding", radius=-1)["count"] == 5
+    # In rrf the radius trims the vector leg; the keyword leg still contributes.
+    fused = retrieve(client, query="roast duck", radius=0.99)
+    assert fused["metadata"]["emb_count"] == 0
+    assert _ids(fused) == {"Alice loves Beijing roast duck and travelled to Beijing for food"}
+
+
+def test_time_range_days_counts_back_from_now_or_current_time(client, database_url, embed):
+    recent, old = "Budget review meeting held recently", "Budget review meeting held long ago"
+    write(database_url, [memory(recent, embed(recent), days_ago=10), memory(old, embed(old), days_ago=400)])
+    assert _ids(retrieve(client, query="budget review")) == {recent}  # default 365 days
+    assert _ids(retrieve(client, query="budget review", time_range_days=500)) == {recent, old}
+    assert _ids(retrieve(client, query="budget review", time_range_days=5)) == set()
+    then = (NOW - timedelta(days=395)).date().isoformat()
+    assert _ids(retrieve(client, query="budget review", current_time=then, time_range_days=30)) == {old}
+
+
+def test_current_time_keeps_semantic_memories_valid_that_day(client, database_url, embed):
+    rows = [
+        ("Alice works at Acme", date(2024, 1, 1), date(2024, 12, 31)),
+        ("Alice works at Globex", date(2025, 1, 1), None),
+        ("Alice works at Initech", None, date(2023, 12, 31)),
+        ("Alice works remotely", None, None),
+    ]
+    write(
+        database_url,
+        [
+            memory(text, embed(text), memory_type="semantic_memory", valid_from=start, valid_to=end, days_ago=30)
+            for text, start, end in rows
+        ],
+    )
+    today = NOW.date().isoformat()
+    found = retrieve(client, query="where does Alice work", data_source="semantic_memory", current_time=today)
+    assert _ids(found) == {"Alice works at Globex", "Alice works remotely"}
+    assert all(m["valid_from"] is None or m["valid_from"] <= today for m in found["memories"])
+    assert len(_ids(retrieve(client, query="where does Alice work", data_source="semantic_memory"))) == 4
+    # On an episode current_time only moves the time window (episodes have no validity).
+    assert retrieve(client, query="Alice work", current_time=today)["count"] == 0
+
+
+def test_profile_returns_the_latest_version(client, database_url):
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    assert retrieve(client, data_source="profile", user_id="u1", group_id="g1")["count"] == 0
+    with psycopg.connect(database_url) as conn:
+        for version in (1, 2):
+            conn.execute(
+                "INSERT INTO profiles (user_id, group_id, version, profile, source) VALUES (%s, %s, %s, %s, 'llm')",
+                ("u1", "g1", version, Jsonb({"version_seen": version, "hobbies": ["hiking"]})),
+            )
+        conn.execute(
+            "INSERT INTO profiles (user_id, group_id, version, profile, source) VALUES ('u2', 'g1', 7, '{}', 'llm')"
+        )
+    result = retrieve(client, data_source="profile", user_id="u1", group_id="g1", query="")
+    assert result["count"] == 1
+    item = result["memories"][0]
+    assert item["memory_type"] == "profile" and item["profile"]["version_seen"] == 2
+    assert item["user_id"] == "u1" and item["group_id"] == "g1" and item["score"] == 1.0
+    assert '"hobbies"' in item["content"]
+    assert result["metadata"]["data_source"] == "profile"
+
+
+def test_time_aware_is_accepted_and_ignored(client, corpus):
+    plain = retrieve(client, query="Beijing")
+    aware = retrieve(client, query="Beijing", time_aware=True)
+    assert [m["id"] for m in plain["memories"]] == [m["id"] for m in aware["memories"]]
