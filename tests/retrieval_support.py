@@ -85,3 +85,27 @@ def retrieve(client, **body: Any) -> dict[str, Any]:
     response = client.post(URL, json=body)
     assert response.status_code == 200, response.text
     return response.json()["result"]
+
+
+def search(settings, database_url: str, **kwargs: Any):
+    """``app.retrieval.service.search`` with a runtime of its own (no embedder: give ``query_vector``
+    or use mode bm25)."""
+    from app.db.engine import create_engine
+    from app.retrieval import service
+    from app.runtime import Runtime
+
+    async def run():
+        runtime = Runtime(settings, create_engine(database_url, settings), database_url, embedder=None)
+        try:
+            return await service.search(runtime, **kwargs)
+        finally:
+            await runtime.close()
+
+    return asyncio.run(run())
+
+
+def window(**kwargs: Any):
+    from app.retrieval.repository import SearchFilters
+
+    kwargs.setdefault("memory_type", "episode")
+    return SearchFilters(time_from=NOW - timedelta(days=365), time_to=NOW + timedelta(days=1), **kwargs)
