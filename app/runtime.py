@@ -6,13 +6,14 @@ Built once (by the HTTP app's lifespan, the CLI or a benchmark) and passed to se
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import migrate
 from app.db.engine import create_engine, resolve_database_url
 from app.providers.embeddings import Embedder, create_embedder
+from app.providers.llm import LLMClient
 from app.settings import Settings
 from app.text import tokenize
 
@@ -25,8 +26,12 @@ class Runtime:
     engine: AsyncEngine
     database_url: str
     embedder: Embedder
+    llm: LLMClient | None = field(default=None)
+    """The server's LLM client (formation uses it when ``llm.configured``; callers may override per call)."""
 
     async def close(self) -> None:
+        if self.llm is not None:
+            await self.llm.close()
         await self.engine.dispose()
 
 
@@ -43,4 +48,5 @@ def build_runtime(settings: Settings) -> Runtime:
         engine=create_engine(database_url, settings),
         database_url=database_url,
         embedder=embedder,
+        llm=LLMClient.from_settings(settings),
     )

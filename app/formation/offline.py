@@ -1,0 +1,124 @@
+"""Extraction without an LLM: the default on a fresh machine, and the fallback when the LLM keeps failing.
+
+Per MemCell it produces exactly:
+
+* the **episode**: the transcript rendered readably (local times, speaker names), with a deterministic
+  title (conversation, day, top keywords) and summary (who, how many messages, when, how it opened);
+  stored once as the group episode (``user_id`` NULL) and once per participant (``user_id`` = them), the
+  same text embedded once. A personal stream has only its owner's episode (there is no group);
+* the **event log**: one entry per message, ``"<speaker>: <content>"`` at the message's time, owned by
+  its sender;
+* a **derived profile** per participant (see ``profiles.derived_profile``);
+* no semantic memories: forward-looking implications need a model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.formation import profiles
+from app.formation.language import day_text
+from app.formation.memcell import Context, Draft, Extraction, MemCell
+
+TITLE_KEYWORDS = 3
+OPENING_CHARS = 120
+
+
+def transcript(cell: MemCell, context: Context) -> str:
+    """``[2025-01-15 10:00] Zhang San: ...`` lines, in the conversation's time zone."""
+    zone = context.zone
+    return "\n".join(
+        f"[{m['create_time'].astimezone(zone):%Y-%m-%d %H:%M}] {context.name_of(m['sender'], m['sender_name'])}: "
+        f"{m['content']}"
+        for m in cell.messages
+    )
+
+
+def title(cell: MemCell, context: Context) -> str:
+    words = profiles.top_keywords(profiles.keyword_counts(m["content"] for m in cell.messages), TITLE_KEYWORDS)
+    day = day_text(cell.start_time.astimezone(context.zone), context.language)
+    where = context.where(cell)
+    if context.language == "zh":
+        head = f"{where} {day}" if where else day
+        return f"{head}：{'、'.join(words)}" if words else head
+    head = f"{where} on {day}" if where else day
+    return f"{head}: {', '.join(words)}" if words else head
+
+
+def summary(cell: MemCell, context: Context) -> str:
+    zone = context.zone
+    start, end = cell.start_time.astimezone(zone), cell.end_time.astimezone(zone)
+    names = [_named(user, cell, context) for user in cell.participants]
+    opening = cell.messages[0]["content"].strip().replace("\n", " ")
+    if len(opening) > OPENING_CHARS:
+        opening = opening[:OPENING_CHARS].rstrip() + "…"
+    first_speaker = context.name_of(cell.messages[0]["sender"], cell.messages[0]["sender_name"])
+    count = len(cell.messages)
+    if context.language == "zh":
+        span = f"{day_text(start, 'zh')}{start:%H:%M}至" + (
+            f"{end:%H:%M}" if start.date() == end.date() else f"{day_text(end, 'zh')}{end:%H:%M}"
+        )
+        return f"{span}（{zone}），{'、'.join(names)}共发了{count}条消息。{first_speaker}开头说：“{opening}”"
+    span = f"from {start:%H:%M} to {end:%H:%M} on {day_text(start, 'en')}"
+    if start.date() != end.date():
+        span = f"from {day_text(start, 'en')} {start:%H:%M} to {day_text(end, 'en')} {end:%H:%M}"
+    plural = "s" if count != 1 else ""
+    who = _english_list(names)
+    return f"{count} message{plural} {'between' if len(names) > 1 else 'by'} {who} {span} ({zone}). " + (
+        f'{first_speaker} opened with: "{opening}"'
+    )
+
+
+def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[str, Any]]) -> Extraction:
+    group_id = context.stream.group_id
+    episode = {
+        "title": title(cell, context),
+        "summary": summary(cell, context),
+        "content": transcript(cell, context),
+    }
+    owners: list[str | None] = [*([None] if group_id else []), *cell.participants]
+    drafts = [
+        Draft(
+            "episode",
+            timestamp=cell.start_time,
+            source_message_ids=cell.message_ids,
+            user_id=owner,
+            group_id=group_id,
+            metadata={"extraction": "offline", "boundary_reason": cell.reason},
+            **episode,
+        )
+        for owner in owners
+    ]
+    zone = context.zone
+    drafts += [
+        Draft(
+            "event_log",
+            content=f"{context.name_of(m['sender'], m['sender_name'])}: {m['content']}",
+            timestamp=m["create_time"],
+            source_message_ids=[m["message_id"]],
+            user_id=m["sender"],
+            group_id=group_id,
+            metadata={"extraction": "offline", "local_time": m["create_time"].astimezone(zone).isoformat()},
+        )
+        for m in cell.messages
+    ]
+    new_profiles = {
+        user: profiles.derived_profile(user, cell, context, (previous_profiles.get(user) or {}).get("profile"))
+        for user in cell.participants
+    }
+    return Extraction("offline", drafts, new_profiles, profile_source="derived", topic_summary=None)
+
+
+def _named(user: str, cell: MemCell, context: Context) -> str:
+    sender_name = next((m["sender_name"] for m in cell.messages if m["sender"] == user), None)
+    name = context.name_of(user, sender_name)
+    role = context.role_of(user)
+    if not role:
+        return name
+    return f"{name}（{role}）" if context.language == "zh" else f"{name} ({role})"
+
+
+def _english_list(items: list[str]) -> str:
+    if len(items) <= 2:
+        return " and ".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]

@@ -1,0 +1,79 @@
+"""Participant profiles: what can be derived without a model, and merging an LLM's profile into it.
+
+Every new version starts from the previous one (``profiles`` keeps them all, numbered per user and
+group): counts add up, first/last seen widen, keyword counts accumulate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import jieba
+
+from app.formation.memcell import Context, MemCell
+from app.text.stopwords import CHINESE_STOPWORDS, ENGLISH_STOPWORDS
+
+KEYWORDS_KEPT = 30
+KEYWORDS_SHOWN = 10
+
+_WORD = re.compile(r"[a-z][a-z'\-]{2,}")
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+# Fields an LLM is asked to fill, by scene: work-oriented for group chats, personal for assistants.
+WORK_FIELDS = ("role", "skills", "responsibilities", "projects", "working_style", "opinions", "goals")
+PERSONAL_FIELDS = ("interests", "preferences", "personality", "relationships", "life_events", "habits", "goals")
+
+
+def profile_fields(scene: str) -> tuple[str, ...]:
+    return PERSONAL_FIELDS if scene in ("assistant", "companion") else WORK_FIELDS
+
+
+def keyword_counts(texts: Iterable[str]) -> Counter[str]:
+    """Content words as written (not stemmed, so they read well in a title): English words of three
+    letters or more and Chinese words of two characters or more, stop words left out."""
+    counts: Counter[str] = Counter()
+    for text in texts:
+        lowered = text.lower()
+        counts.update(word.strip("'-") for word in _WORD.findall(lowered) if word not in ENGLISH_STOPWORDS)
+        for run in _CJK_RUN.findall(text):
+            counts.update(w for w in jieba.lcut(run) if len(w) >= 2 and w not in CHINESE_STOPWORDS)
+    counts.pop("", None)
+    return counts
+
+
+def top_keywords(counts: Counter[str], n: int) -> list[str]:
+    """Most frequent first; ties in alphabetical order, so titles are deterministic."""
+    return [word for word, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]]
+
+
+def derived_profile(user_id: str, cell: MemCell, context: Context, previous: dict[str, Any] | None) -> dict[str, Any]:
+    """The profile a MemCell supports without a model, merged with the previous version."""
+    own = [m for m in cell.messages if m["sender"] == user_id]
+    prev = previous or {}
+    counts = Counter(prev.get("keyword_counts") or {})
+    counts.update(keyword_counts(m["content"] for m in own))
+    counts = Counter(dict(sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:KEYWORDS_KEPT]))
+    first = min([m["create_time"] for m in own] or [cell.start_time]).isoformat()
+    last = max([m["create_time"] for m in own] or [cell.end_time]).isoformat()
+    sender_name = own[-1]["sender_name"] if own else None
+    return {
+        **prev,
+        "user_id": user_id,
+        "name": context.name_of(user_id, sender_name),
+        "role": context.role_of(user_id) or prev.get("role"),
+        "first_seen": min(filter(None, [prev.get("first_seen"), first])),
+        "last_seen": max(filter(None, [prev.get("last_seen"), last])),
+        "message_count": int(prev.get("message_count") or 0) + len(own),
+        "frequent_keywords": top_keywords(counts, KEYWORDS_SHOWN),
+        "keyword_counts": dict(counts),
+        "derived": True,
+    }
+
+
+def merged_llm_profile(derived: dict[str, Any], from_llm: dict[str, Any], scene: str) -> dict[str, Any]:
+    """The LLM's merged profile fields over the derived facts (which the model cannot miscount)."""
+    fields = {key: value for key, value in from_llm.items() if key not in derived or key in profile_fields(scene)}
+    return {**derived, **fields, "user_id": derived["user_id"], "scene": scene, "derived": False}

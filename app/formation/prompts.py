@@ -1,0 +1,79 @@
+"""The prompts of memory formation, in the conversation's language (English or Chinese).
+
+The JSON keys are the same in both languages; only the instructions and the written memories differ.
+"""
+
+from __future__ import annotations
+
+BOUNDARY = {
+    "en": """You split a chat into episodes. An episode is one topic, activity or exchange.
+Decide whether the NEW message starts a new episode instead of continuing the current one. Consider the
+topic, the participants and the time that passed. Answer with JSON only:
+{"should_end": true or false, "reasoning": "one short sentence", "topic_summary": "one sentence summing up
+the current episode (the messages before the new one)"}
+should_end = true means the current episode ends before the new message.""",
+    "zh": """你负责把聊天记录切分成情节。一个情节是一个话题、一次活动或一段连续的交流。
+判断“新消息”是开始了一个新情节，还是延续当前情节。请考虑话题、参与者和间隔的时间。只输出 JSON：
+{"should_end": true 或 false, "reasoning": "一句简短的理由",
+ "topic_summary": "用一句中文概括当前情节（新消息之前的消息）"}
+should_end 为 true 表示当前情节在新消息之前结束。""",
+}
+
+BOUNDARY_INPUT = {
+    "en": "Current episode:\n{transcript}\n\nTime since its last message: {gap}\n\nNEW message:\n{new}",
+    "zh": "当前情节：\n{transcript}\n\n距上一条消息的时间：{gap}\n\n新消息：\n{new}",
+}
+
+EXTRACTION = {
+    "en": """You turn one episode of a conversation into long-term memories. Write every text in English.
+Use absolute dates: resolve relative times ("tomorrow", "next week") against the message times.
+Refer to people by their names, in the third person. Answer with JSON only, in exactly this shape:
+{
+  "title": "a short title of the episode",
+  "summary": "one or two sentences",
+  "content": "a third-person narrative of the episode with absolute dates,
+              e.g. 'On 15 Jan 2025 Zhang San proposed ...'",
+  "personal_episodes": [{"user_id": "...", "title": "...", "summary": "...",
+                         "content": "the episode as it concerns this participant, third person"}],
+  "event_log": [{"time": "ISO 8601 date-time or YYYY-MM-DD", "fact": "one atomic, self-contained fact",
+                 "user_id": "the participant the fact is about, or null", "source_message_ids": ["..."]}],
+  "semantic_memories": [{"content": "a forward-looking implication: a plan, commitment, preference or state
+                         that will matter later", "valid_from": "YYYY-MM-DD", "valid_to": "YYYY-MM-DD",
+                         "user_id": "the participant it is about, or null", "source_message_ids": ["..."]}]
+}
+Give one personal episode for each participant. Cite the message ids each fact comes from.""",
+    "zh": """你把一段对话情节整理成长期记忆。所有文字都用中文书写。
+使用绝对日期：把“明天”“下周”等相对时间按消息的时间换算成具体日期。
+用第三人称、用人名指代参与者。只输出 JSON，严格采用以下结构（键名保持英文）：
+{
+  "title": "情节的简短标题",
+  "summary": "一两句话的概要",
+  "content": "带绝对日期的第三人称叙述，例如“2025年1月15日，张三提出……”",
+  "personal_episodes": [{"user_id": "...", "title": "...", "summary": "...",
+                         "content": "与该参与者相关的情节叙述（第三人称）"}],
+  "event_log": [{"time": "ISO 8601 时间或 YYYY-MM-DD", "fact": "一条独立的原子事实",
+                 "user_id": "事实所涉及的参与者，或 null", "source_message_ids": ["..."]}],
+  "semantic_memories": [{"content": "面向未来的推论：计划、承诺、偏好或今后仍然重要的状态",
+                         "valid_from": "YYYY-MM-DD", "valid_to": "YYYY-MM-DD",
+                         "user_id": "所涉及的参与者，或 null", "source_message_ids": ["..."]}]
+}
+为每个参与者各写一条 personal_episodes。注明每条事实来自哪些消息 id。""",
+}
+
+PROFILE = {
+    "en": """You maintain a profile of each participant of a conversation. Merge what this episode reveals
+into each previous profile: keep what still holds, update what changed, add what is new; never invent.
+Write the values in English. Fields for this scene: {fields}. Answer with JSON only:
+{{"profiles": [{{"user_id": "...", "profile": {{"name": "...", "summary": "one sentence", {example}}}}}]}}""",
+    "zh": """你为对话的每位参与者维护一份画像。把本情节透露的信息合并进之前的画像：保留仍然成立的，更新已变化的，
+补充新的；不要编造。值用中文书写。本场景的字段：{fields}。只输出 JSON（键名保持英文）：
+{{"profiles": [{{"user_id": "...", "profile": {{"name": "...", "summary": "一句话概括", {example}}}}}]}}""",
+}
+
+CONTEXT = {
+    "en": "Conversation: {where} (scene: {scene})\nTime zone: {zone}\nParticipants:\n{participants}",
+    "zh": "对话：{where}（场景：{scene}）\n时区：{zone}\n参与者：\n{participants}",
+}
+
+MESSAGES_HEADER = {"en": "Messages:", "zh": "消息："}
+PREVIOUS_PROFILES_HEADER = {"en": "Previous profiles:", "zh": "之前的画像："}

@@ -1,0 +1,106 @@
+"""SQL of memory formation: the per-stream lock, the pending buffer, MemCells and profile versions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import select, text, update
+from sqlalchemy.dialects.postgresql import distinct_on
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db.tables import memcells, messages, profiles
+from app.formation.streams import Stream
+
+# hashtextextended gives a bigint key per stream; a collision between two streams only serialises them.
+_LOCK = text("SELECT pg_advisory_lock(hashtextextended(:key, 0))")
+_TRY_LOCK = text("SELECT pg_try_advisory_lock(hashtextextended(:key, 0))")
+_UNLOCK = text("SELECT pg_advisory_unlock(hashtextextended(:key, 0))")
+
+PENDING_COLUMNS = [
+    messages.c.id,
+    messages.c.message_id,
+    messages.c.group_name,
+    messages.c.create_time,
+    messages.c.sender,
+    messages.c.sender_name,
+    messages.c.content,
+    messages.c.refer_list,
+    messages.c.boundary_checked,
+    messages.c.extract_attempts,
+]
+
+
+async def lock_stream(conn: AsyncConnection, stream: Stream, *, wait: bool) -> bool:
+    """Take the stream's session-level advisory lock (held across transactions, until unlock or the
+    connection ends). ``wait=False`` gives up at once when another session holds it."""
+    result = await conn.execute(_LOCK if wait else _TRY_LOCK, {"key": stream.lock_key()})
+    return True if wait else bool(result.scalar())
+
+
+async def unlock_stream(conn: AsyncConnection, stream: Stream) -> bool:
+    return bool((await conn.execute(_UNLOCK, {"key": stream.lock_key()})).scalar())
+
+
+async def pending_messages(conn: AsyncConnection, stream: Stream) -> list[dict[str, Any]]:
+    """The stream's pending messages in conversation order (ties by arrival)."""
+    statement = (
+        select(*PENDING_COLUMNS)
+        .where(
+            messages.c.stream_kind == stream.kind,
+            messages.c.stream_id == stream.id,
+            messages.c.status == "pending",
+        )
+        .order_by(messages.c.create_time, messages.c.id)
+    )
+    return [dict(row) for row in (await conn.execute(statement)).mappings()]
+
+
+async def mark_boundary_checked(conn: AsyncConnection, ids: Sequence[int]) -> None:
+    """The LLM judged that these messages do not start a new episode: do not ask again."""
+    if ids:
+        await conn.execute(update(messages).where(messages.c.id.in_(ids)).values(boundary_checked=True))
+
+
+async def count_failed_extraction(conn: AsyncConnection, ids: Sequence[int]) -> None:
+    await conn.execute(
+        update(messages)
+        .where(messages.c.id.in_(ids), messages.c.status == "pending")
+        .values(extract_attempts=messages.c.extract_attempts + 1)
+    )
+
+
+async def insert_memcell(conn: AsyncConnection, row: dict[str, Any]) -> UUID:
+    return (await conn.execute(memcells.insert().values(**row).returning(memcells.c.id))).scalar_one()
+
+
+async def mark_processed(conn: AsyncConnection, ids: Sequence[int], memcell_id: UUID) -> int:
+    """Flip exactly these messages from pending to processed; the count tells whether all still were."""
+    result = await conn.execute(
+        update(messages)
+        .where(messages.c.id.in_(ids), messages.c.status == "pending")
+        .values(status="processed", memcell_id=memcell_id)
+    )
+    return result.rowcount
+
+
+async def latest_profiles(
+    conn: AsyncConnection, user_ids: Sequence[str], group_id: str | None
+) -> dict[str, dict[str, Any]]:
+    """The newest version of each user's profile in this group (``group_id`` None: personal)."""
+    if not user_ids:
+        return {}
+    group_match = profiles.c.group_id.is_(None) if group_id is None else profiles.c.group_id == group_id
+    statement = (
+        select(profiles.c.user_id, profiles.c.version, profiles.c.profile, profiles.c.source)
+        .where(profiles.c.user_id.in_(list(user_ids)), group_match)
+        .ext(distinct_on(profiles.c.user_id))
+        .order_by(profiles.c.user_id, profiles.c.version.desc())
+    )
+    return {row["user_id"]: dict(row) for row in (await conn.execute(statement)).mappings()}
+
+
+async def insert_profiles(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+    if rows:
+        await conn.execute(profiles.insert(), list(rows))

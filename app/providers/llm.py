@@ -1,0 +1,213 @@
+"""A client for any OpenAI-compatible chat endpoint (OpenRouter, OpenAI, vLLM, Ollama...), JSON out.
+
+``LLMClient.complete_json`` sends chat messages and returns the reply parsed as JSON, however the model
+wrapped it (code fences, prose around it, ``<think>`` blocks, trailing commas). Transient failures
+(timeouts, connection errors, 429, 5xx, unparsable output) are retried with exponential backoff; the
+caller gets a typed ``LLMError`` when every attempt failed.
+
+A caller may override the server's key, URL or model per call (``LLMConfig``): agentic retrieval
+passes a request's ``llm_config``. Such a key is used for that call only: never logged, never stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from openai import AsyncOpenAI
+
+from app.errors import InvalidParameter, ServiceUnavailable
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class LLMError(ServiceUnavailable):
+    """The LLM did not give a usable answer; whatever needed it may be retried later."""
+
+
+class LLMAuthError(LLMError):
+    """The endpoint refused the key (401/403). Not retried."""
+
+
+class LLMTimeout(LLMError):
+    """No answer within the timeout, on every attempt."""
+
+
+class LLMBadOutput(LLMError):
+    """The model answered, but not with the JSON asked for."""
+
+
+class LLMNotConfigured(InvalidParameter):
+    """No API key: neither in the request's llm_config nor in the settings."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """Which endpoint, key and model to use. ``None`` fields inherit from the server's settings."""
+
+    api_key: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+
+    def over(self, default: LLMConfig) -> LLMConfig:
+        return LLMConfig(
+            api_key=self.api_key or default.api_key,
+            base_url=self.base_url or default.base_url,
+            model=self.model or default.model,
+        )
+
+    def __repr__(self) -> str:  # the key never reaches a log line or a traceback
+        return f"LLMConfig(base_url={self.base_url!r}, model={self.model!r}, api_key={'***' if self.api_key else None})"
+
+
+class LLMClient:
+    """Stateless apart from one pooled HTTP client for the server's own configuration."""
+
+    def __init__(
+        self,
+        default: LLMConfig,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        backoff_s: float = 1.0,
+        temperature: float = 0.2,
+    ) -> None:
+        self.default = default
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.temperature = temperature
+        self._client: AsyncOpenAI | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LLMClient:
+        return cls(
+            LLMConfig(settings.llm_api_key, settings.llm_base_url, settings.llm_model),
+            timeout_s=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
+            backoff_s=settings.llm_retry_backoff_s,
+        )
+
+    @property
+    def configured(self) -> bool:
+        """True when the server has a key of its own (memory formation then uses the LLM)."""
+        return bool(self.default.api_key)
+
+    async def complete_json(
+        self, messages: list[dict[str, str]], *, config: LLMConfig | None = None, max_tokens: int | None = None
+    ) -> Any:
+        """The reply to ``messages`` parsed as JSON (an object or a list)."""
+        return await self.complete(messages, config=config, max_tokens=max_tokens, parse=parse_json_output)
+
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        config: LLMConfig | None = None,
+        max_tokens: int | None = None,
+        parse=None,
+    ) -> Any:
+        """The reply's text (or ``parse(text)``), retrying transient failures with backoff."""
+        resolved = (config or LLMConfig()).over(self.default)
+        if not resolved.api_key:
+            raise LLMNotConfigured("No LLM API key: set MEMSYS_LLM_API_KEY or pass llm_config.api_key")
+        client, owned = self._client_for(resolved)
+        try:
+            return await self._with_retries(client, resolved.model or "", messages, max_tokens, parse)
+        finally:
+            if owned:
+                await client.close()
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    def _client_for(self, config: LLMConfig) -> tuple[AsyncOpenAI, bool]:
+        """The pooled client for the server's configuration; a throw-away one for a caller's own."""
+        new = lambda: AsyncOpenAI(  # noqa: E731
+            api_key=config.api_key, base_url=config.base_url, timeout=self.timeout_s, max_retries=0
+        )
+        if config.api_key == self.default.api_key and config.base_url == self.default.base_url:
+            if self._client is None:
+                self._client = new()
+            return self._client, False
+        return new(), True
+
+    async def _with_retries(self, client: AsyncOpenAI, model: str, messages, max_tokens, parse) -> Any:
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            try:
+                text = await self._once(client, model, messages, max_tokens)
+                return parse(text) if parse else text
+            except LLMAuthError:
+                raise
+            except LLMError as exc:
+                if attempt + 1 >= attempts:
+                    raise
+                delay = self.backoff_s * 2**attempt * (0.5 + random.random())
+                log.warning("LLM call failed (%s), attempt %d/%d; retrying in %.2fs", exc, attempt + 1, attempts, delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _once(self, client: AsyncOpenAI, model: str, messages, max_tokens) -> str:
+        try:
+            response = await client.chat.completions.create(
+                model=model, messages=messages, temperature=self.temperature, max_tokens=max_tokens
+            )
+        except openai.APITimeoutError as exc:
+            raise LLMTimeout(f"The LLM did not answer within {self.timeout_s:g}s") from exc
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise LLMAuthError(f"The LLM endpoint refused the API key (HTTP {exc.status_code})") from exc
+        except openai.APIStatusError as exc:
+            raise LLMError(f"The LLM endpoint answered HTTP {exc.status_code}") from exc
+        except openai.APIConnectionError as exc:
+            raise LLMError("The LLM endpoint could not be reached") from exc
+        except openai.OpenAIError as exc:  # e.g. a body that is not a chat completion
+            raise LLMBadOutput(f"The LLM endpoint gave an unexpected answer ({type(exc).__name__})") from exc
+        choices = getattr(response, "choices", None)
+        if not choices or choices[0].message is None or not choices[0].message.content:
+            raise LLMBadOutput("The LLM answered with no content")
+        return choices[0].message.content
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+
+
+def parse_json_output(text: str) -> Any:
+    """The JSON value in a model's reply: tolerate fences, ``<think>`` blocks, prose, trailing commas."""
+    text = _THINK.sub("", text).strip()
+    candidates = [text]
+    candidates += [block.strip() for block in _FENCE.findall(text)]
+    span = _outermost_json(text)
+    if span:
+        candidates.append(span)
+    for candidate in candidates:
+        for variant in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
+            try:
+                value = json.loads(variant)
+            except ValueError:
+                continue
+            if isinstance(value, dict | list):
+                return value
+    raise LLMBadOutput("The LLM's answer is not valid JSON")
+
+
+def _outermost_json(text: str) -> str | None:
+    """From the first ``{`` or ``[`` to the last matching closer."""
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        return None
+    start = min(starts)
+    closer = "}" if text[start] == "{" else "]"
+    end = text.rfind(closer)
+    return text[start : end + 1] if end > start else None
