@@ -1,0 +1,261 @@
+"""Agentic retrieval: RRF round 1, rerank, LLM sufficiency check, refined queries in parallel, rerank of the
+union, time and type weighting (seeds 000/001/004).
+
+One LLM call both judges sufficiency and, when the memories fall short, writes the refined queries: the
+two are one judgement, and a second sequential call would add the LLM's whole latency again. Independent
+LLM calls (the time-expression fallback and round 1; rerank batches; round-2 searches) run concurrently.
+
+Failure is graceful: an LLM timeout, 5xx or unparsable answer returns the best results found so far with
+``retrieval_mode: "agentic_fallback"`` and ``fallback_reason``. A key the provider rejects is the
+caller's mistake: 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from app.agentic import prompts
+from app.agentic.schemas import AgenticMetadata, AgenticRequest, AgenticResult
+from app.agentic.weighting import apply_weights
+from app.errors import InvalidParameter
+from app.providers.llm import LLMAuthError, LLMClient, LLMConfig, LLMError, LLMNotConfigured
+from app.providers.rerank import HttpReranker, LLMReranker, NoReranker, Reranker, RerankError
+from app.retrieval import service as retrieval
+from app.retrieval.repository import SearchFilters
+from app.runtime import Runtime
+from app.text.time_expressions import TimeWindow, find_time_window, has_time_hint
+
+log = logging.getLogger(__name__)
+
+JUDGE_CONTEXT = 10
+"""How many of the reranked round-1 memories the LLM sees when judging sufficiency."""
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    def since(self, name: str, start: float) -> None:
+        self.timings[name] = round(self.timings.get(name, 0.0) + (time.perf_counter() - start) * 1000, 2)
+
+
+def make_reranker(runtime: Runtime, llm: LLMClient, config: LLMConfig) -> Reranker:
+    settings = runtime.settings
+    if settings.rerank_provider == "http" and settings.rerank_base_url:
+        return HttpReranker(settings.rerank_base_url, settings.rerank_model, settings.rerank_api_key)
+    if settings.rerank_provider == "llm":
+        return LLMReranker(llm, config)
+    return NoReranker()
+
+
+async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[str, AgenticResult]:
+    started = time.perf_counter()
+    timer = _Timer()
+    llm = runtime.llm or LLMClient.from_settings(runtime.settings)
+    config = LLMConfig(**request.llm_config.model_dump()) if request.llm_config else LLMConfig()
+    if not config.over(llm.default).api_key:
+        raise LLMNotConfigured(
+            "No LLM API key: pass llm_config.api_key in the request, or set MEMSYS_LLM_API_KEY "
+            "(or OPENROUTER_API_KEY / OPENAI_API_KEY) on the server"
+        )
+    language = prompts.language_of(request.query)
+    today = request.current_time or datetime.now(UTC).date()
+    reranker = make_reranker(runtime, llm, config)
+    limit = runtime.settings.agentic_round1_candidates
+
+    window = find_time_window(request.query, today) if request.time_aware else None
+    ask_llm_for_time = request.time_aware and window is None and has_time_hint(request.query)
+    explicit_range = "time_range_days" in request.model_fields_set
+    filters = _narrowed(retrieval.filters_for(request), window, explicit_range)
+
+    async def search(query: str) -> list[dict]:
+        return (await retrieval.search(runtime, query=query, filters=filters, top_k=limit, mode="rrf")).memories
+
+    t = time.perf_counter()
+    round1_task = _timed(timer, "round1_search", search(request.query))
+    time_task = _llm_time_window(llm, config, request.query, today, language) if ask_llm_for_time else _none()
+    round1, llm_window = await asyncio.gather(round1_task, time_task)
+    timer.since("round1_total", t)
+    if window is None and llm_window is not None:
+        window = llm_window
+        filters = _narrowed(filters, window, explicit_range)
+
+    state: dict[str, Any] = {
+        "is_sufficient": None,
+        "reasoning": "",
+        "missing_information": "",
+        "refined_queries": [],
+        "round2_count": 0,
+        "fallback_reason": None,
+    }
+    best = round1
+    try:
+        t = time.perf_counter()
+        best = await _rerank(reranker, request.query, round1)
+        timer.since("rerank", t)
+
+        t = time.perf_counter()
+        judgement = await llm.complete_json(
+            prompts.sufficiency_messages(request.query, best[:JUDGE_CONTEXT], language), config=config
+        )
+        timer.since("llm_judge", t)
+        verdict = _parse_judgement(judgement, request.query)
+        state.update(verdict)
+
+        if not verdict["is_sufficient"] and verdict["refined_queries"]:
+            t = time.perf_counter()
+            rounds = await asyncio.gather(*(search(q) for q in verdict["refined_queries"]))
+            timer.since("round2_search", t)
+            state["round2_count"] = sum(len(found) for found in rounds)
+            union = _dedupe([*best, *(memory for found in rounds for memory in found)])
+            t = time.perf_counter()
+            best = await _rerank(reranker, request.query, union)
+            timer.since("rerank", t)
+    except LLMAuthError as exc:
+        raise _rejected_key() from exc
+    except (LLMError, RerankError) as exc:
+        log.warning("agentic retrieval fell back: %s", exc)
+        state["fallback_reason"] = str(exc)
+
+    final = apply_weights(best, window, runtime.settings)[: request.top_k]
+    total_ms = round((time.perf_counter() - started) * 1000, 2)
+    timer.timings["total"] = total_ms
+    metadata = AgenticMetadata(
+        retrieval_mode="agentic_fallback" if state["fallback_reason"] else "agentic",
+        is_multi_round=bool(state["refined_queries"]) and state["fallback_reason"] is None,
+        round1_count=len(round1),
+        is_sufficient=state["is_sufficient"],
+        reasoning=state["reasoning"],
+        refined_queries=state["refined_queries"],
+        round2_count=state["round2_count"],
+        final_count=len(final),
+        total_latency_ms=total_ms,
+        missing_information=state["missing_information"],
+        reranker=reranker.name,
+        data_source=request.data_source,
+        memory_scope=request.memory_scope,
+        time_window=window.as_dict() if window else None,
+        fallback_reason=state["fallback_reason"],
+        timings_ms=timer.timings,
+    )
+    message = f"Agentic retrieval successful, found {len(final)} memories"
+    if state["fallback_reason"]:
+        message = f"Agentic retrieval fell back to hybrid search, found {len(final)} memories"
+    return message, AgenticResult(memories=final, count=len(final), metadata=metadata)
+
+
+def _narrowed(filters: SearchFilters, window: TimeWindow | None, explicit_range: bool) -> SearchFilters:
+    """Fit the SQL's time bounds to the window the query names.
+
+    A window the query asks for plainly ("only last week") becomes the time filter. Any other window
+    widens the default ``time_range_days`` so that memories in it can be found and boosted ("two years
+    ago" must not be cut off by the default of 365 days); a ``time_range_days`` the caller set is kept.
+    """
+    if window is None:
+        return filters
+    start = datetime.combine(window.start, datetime.min.time(), tzinfo=UTC)
+    end = datetime.combine(window.end + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+    if window.plain_filter:
+        if explicit_range:
+            return dataclasses.replace(
+                filters, time_from=max(filters.time_from, start), time_to=min(filters.time_to, end)
+            )
+        return dataclasses.replace(filters, time_from=start, time_to=end)
+    if explicit_range:
+        return filters
+    return dataclasses.replace(filters, time_from=min(filters.time_from, start), time_to=max(filters.time_to, end))
+
+
+async def _timed(timer: _Timer, name: str, awaitable):
+    start = time.perf_counter()
+    try:
+        return await awaitable
+    finally:
+        timer.since(name, start)
+
+
+async def _none() -> None:
+    return None
+
+
+async def _rerank(reranker: Reranker, query: str, memories: list[dict]) -> list[dict]:
+    """Memories ordered by the reranker's score (which becomes their ``score``); unchanged for ``none``."""
+    if not memories:
+        return []
+    scores = await reranker.scores(query, [_document(memory) for memory in memories])
+    if scores is None:
+        return sorted(memories, key=lambda memory: -memory["score"])
+    rescored = [{**memory, "score": round(float(score), 6)} for memory, score in zip(memories, scores, strict=True)]
+    return sorted(rescored, key=lambda memory: -memory["score"])
+
+
+def _document(memory: dict) -> str:
+    title = memory.get("title")
+    return f"{title}\n{memory['content']}" if title else memory["content"]
+
+
+def _dedupe(memories: list[dict]) -> list[dict]:
+    """One entry per memory id, keeping its best score."""
+    best: dict[str, dict] = {}
+    for memory in memories:
+        kept = best.get(memory["id"])
+        if kept is None or memory["score"] > kept["score"]:
+            best[memory["id"]] = memory
+    return list(best.values())
+
+
+def _parse_judgement(answer: Any, query: str) -> dict[str, Any]:
+    if not isinstance(answer, dict) or "is_sufficient" not in answer:
+        from app.providers.llm import LLMBadOutput
+
+        raise LLMBadOutput("The LLM's sufficiency answer has no is_sufficient field")
+    sufficient = answer["is_sufficient"]
+    if isinstance(sufficient, str):
+        sufficient = sufficient.strip().lower() in ("true", "yes", "1")
+    refined: list[str] = []
+    seen = {_normal(query)}
+    for item in answer.get("refined_queries") or []:
+        if isinstance(item, str) and item.strip() and _normal(item) not in seen:
+            seen.add(_normal(item))
+            refined.append(item.strip())
+    return {
+        "is_sufficient": bool(sufficient),
+        "reasoning": str(answer.get("reasoning") or ""),
+        "missing_information": str(answer.get("missing_information") or ""),
+        "refined_queries": [] if sufficient else refined[:3],
+    }
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip("?？.。!！")
+
+
+async def _llm_time_window(
+    llm: LLMClient, config: LLMConfig, query: str, today: date, language: str
+) -> TimeWindow | None:
+    """What the rules could not parse, asked of the LLM; any failure just means no window."""
+    try:
+        answer = await llm.complete_json(prompts.time_messages(query, today.isoformat(), language), config=config)
+        if not isinstance(answer, dict) or not answer.get("has_time"):
+            return None
+        start = date.fromisoformat(str(answer["start"])[:10])
+        end = date.fromisoformat(str(answer.get("end") or answer["start"])[:10])
+        if end < start:
+            start, end = end, start
+        if end - start > timedelta(days=366 * 20):
+            return None
+        return TimeWindow(start=start, end=end, expression="(llm)", plain_filter=bool(answer.get("filter")))
+    except LLMAuthError as exc:
+        raise _rejected_key() from exc
+    except (LLMError, KeyError, ValueError, TypeError) as exc:
+        log.info("time expression by LLM failed: %s", exc)
+        return None
+
+
+def _rejected_key() -> InvalidParameter:
+    return InvalidParameter("The LLM rejected the API key (llm_config.api_key or the server's MEMSYS_LLM_API_KEY)")
