@@ -82,6 +82,15 @@ class Settings(BaseSettings):
     rerank_api_key: str | None = None
     rerank_model: str = "BAAI/bge-reranker-v2-m3"
     time_boost: float = 2.0
+    """Factor for memories in the time window a query names (seed 004's fuse_time_ratio)."""
+    memory_type_weights: dict[str, float] = {
+        "semantic_memory": 2.0,
+        "profile": 1.2,
+        "event_log": 1.0,
+        "episode": 0.5,
+    }
+    """Seed 004's fuse_ratio_dict mapped onto memsys's types (insight, obs_customized, observation,
+    conversation); JSON in the environment, e.g. '{"episode": 1.0}'."""
 
     log_level: str = "INFO"
 

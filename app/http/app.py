@@ -12,6 +12,7 @@ from litestar.logging import LoggingConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 
+from app.agentic.endpoints import AgenticController
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
@@ -36,7 +37,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             await runtime.close()
 
     return Litestar(
-        route_handlers=[health, ConversationMetaController, MemorizeController, RetrievalController],
+        route_handlers=[health, ConversationMetaController, MemorizeController, RetrievalController, AgenticController],
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,
         request_max_body_size=settings.max_body_bytes,
