@@ -70,11 +70,12 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def save(name: str, config: dict, results: object, out_dir: Path | None = None) -> Path:
+def save(name: str, config: dict, results: object, out_dir: Path | None = None, extra: dict | None = None) -> Path:
+    """Write ``{name}.json`` in ``out_dir``; ``extra`` adds (or overrides) top-level keys, e.g. timings."""
     out_dir = Path(out_dir or RESULTS_DIR)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
-    payload = {"benchmark": name, "machine": machine(), "config": config, "results": results}
+    payload = {"benchmark": name, "machine": machine(), "config": config, "results": results, **(extra or {})}
     path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     return path
 
@@ -84,6 +85,41 @@ def print_table(rows: list[dict], columns: Sequence[str]) -> None:
     print("  ".join(c.ljust(widths[c]) for c in columns))
     for row in rows:
         print("  ".join(_fmt(row.get(c)).ljust(widths[c]) for c in columns))
+
+
+def line_plot(
+    path: Path,
+    series: dict[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    log2_x: bool = False,
+) -> Path:
+    """A PNG of one line per named series (matplotlib, no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5), dpi=90)
+    for label, (xs, ys) in series.items():
+        axes.plot(xs, ys, marker="o", linewidth=1.5, markersize=4, label=label)
+    if log2_x:
+        axes.set_xscale("log", base=2)
+        first = next(iter(series.values()))[0]
+        axes.set_xticks(list(first), [str(x) for x in first])
+    axes.set_title(title)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, loc="best")
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+    return path
 
 
 def _fmt(value: object) -> str:
