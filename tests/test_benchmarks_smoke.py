@@ -1,0 +1,140 @@
+"""Smoke of the LoCoMo benchmark: a tiny LoCoMo-format file, the real script against a real memsys, and the
+evidence-recall metric against figures worked out by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.evidence_recall import Retrieved, clean_evidence, recall_at_k, recall_at_tokens, within_budget
+from benchmarks.locomo import load_conversations, parse_args, parse_session_time, run
+
+TINY_LOCOMO = [
+    {
+        "sample_id": "conv-t1",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a greyhound named Biscuit last week!"},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely. I started pottery classes on Tuesdays."},
+                {
+                    "speaker": "Ana",
+                    "dia_id": "D1:3",
+                    "text": "Look at him on the beach.",
+                    "img_url": ["https://example.invalid/x.jpg"],
+                    "blip_caption": "a photo of a dog running on sand",
+                },
+            ],
+            "session_2_date_time": "10:05 am on 20 June, 2023",
+            "session_2": [
+                {"speaker": "Bo", "dia_id": "D2:1", "text": "My pottery teacher loved my blue vase."},
+                {"speaker": "Ana", "dia_id": "D2:2", "text": "Biscuit won a prize at the county fair."},
+            ],
+        },
+        "qa": [
+            {
+                "question": "What is the name of Ana's greyhound?",
+                "answer": "Biscuit",
+                "evidence": ["D1:1"],
+                "category": 4,
+            },
+            {"question": "What did Bo make in pottery class?", "answer": "a vase", "evidence": ["D2:1"], "category": 4},
+            {
+                "question": "What hobby did Bo start and what did he make?",
+                "answer": "pottery; a blue vase",
+                "evidence": ["D1:2; D2:1", "D"],
+                "category": 1,
+            },
+            {
+                "question": "When did Ana adopt her dog?",
+                "answer": "early May 2023",
+                "evidence": ["D1:1"],
+                "category": 2,
+            },
+            {"question": "Is Ana adversarial?", "adversarial_answer": "no", "evidence": ["D1:1"], "category": 5},
+        ],
+    }
+]
+
+
+def _item(chars: int, *ids: str) -> Retrieved:
+    return Retrieved("x" * chars, frozenset(ids))
+
+
+def test_evidence_recall_hand_computed() -> None:
+    # 256 tokens = 1024 characters: 600 fits (424 left), 500 does not, and the fill stops there even though
+    # the 100-character item after it would fit.
+    ranked = [_item(600, "D1:1"), _item(500, "D1:2"), _item(100, "D1:3")]
+    evidence = ["D1:1", "D1:3"]
+    assert [len(i.content) for i in within_budget(ranked, 256)] == [600]
+    assert recall_at_tokens(ranked, evidence, 256) == 0.5
+    assert recall_at_tokens(ranked, evidence, 512) == 1.0  # 1200 characters fit in 2048
+    assert recall_at_tokens([_item(1025, "D1:1")], evidence, 256) == 0.0  # one character too many
+    assert recall_at_tokens([_item(1024, "D1:1")], evidence, 256) == 0.5  # exactly the budget
+    assert recall_at_k(ranked, evidence, 1) == 0.5
+    assert recall_at_k(ranked, evidence, 2) == 0.5
+    assert recall_at_k(ranked, evidence, 5) == 1.0
+    # A memory made of several turns counts for every one of them.
+    assert recall_at_k([_item(10, "D1:1", "D1:3")], evidence, 1) == 1.0
+    assert clean_evidence(["D1:2; D2:1", "D", "D:11:26", "D1:2"], {"D1:2", "D2:1"}) == ["D1:2", "D2:1"]
+    with pytest.raises(ValueError):
+        recall_at_k(ranked, [], 1)
+
+
+def test_locomo_parsing(tmp_path: Path) -> None:
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(TINY_LOCOMO))
+    (conversation,) = load_conversations(data)
+    assert parse_session_time("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00+00:00"
+    assert [t.create_time.isoformat() for t in conversation.turns[:2]] == [
+        "2023-05-08T13:56:00+00:00",
+        "2023-05-08T13:56:30+00:00",
+    ]
+    assert conversation.turns[2].content == "Look at him on the beach. [image: a photo of a dog running on sand]"
+    assert conversation.turns[0].baseline_text == (
+        "[1:56 pm on 8 May, 2023] Ana: I adopted a greyhound named Biscuit last week!"
+    )
+    assert [q.category for q in conversation.questions] == [4, 4, 1, 2]  # category 5 left out
+    assert conversation.questions[2].evidence == ["D1:2", "D2:1"]
+
+
+def test_locomo_benchmark_end_to_end(tmp_path: Path) -> None:
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(TINY_LOCOMO))
+    out = tmp_path / "out"
+    run(parse_args(["--data", str(data), "--out", str(out)]))
+
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["config"]["questions"] == 4
+    assert payload["timing"]["ingestion_s"] > 0
+    assert payload["timing"]["memsys_requests"] == 4 * 6
+    rows = payload["results"]
+    variants = {(r["system"], r["retrieval_mode"], r["data_source"]) for r in rows}
+    for mode in ("rrf", "embedding", "bm25"):
+        for source in ("episode", "event_log"):
+            assert ("memsys", mode, source) in variants
+    assert {"raw-bm25", "raw-dense", "raw-rrf"} <= {r["system"] for r in rows}
+    for row in rows:
+        assert set(row["recall_at_k"]) == {"1", "5", "10", "20"}
+        assert set(row["recall_at_tokens"]) == {"256", "512", "1024", "2048"}
+        assert all(0.0 <= v <= 1.0 for v in [*row["recall_at_k"].values(), *row["recall_at_tokens"].values()])
+    assert {r["category"] for r in rows if r["system"] == "raw-rrf"} == {"all", "1", "2", "4"}
+
+    def row(system: str, mode: str, source: str, category: str = "all") -> dict:
+        (found,) = [
+            r
+            for r in rows
+            if (r["system"], r["retrieval_mode"], r["data_source"], r["category"]) == (system, mode, source, category)
+        ]
+        return found
+
+    # Five turns: every retriever that returns them all finds every evidence turn in its top 20.
+    assert row("raw-dense", "dense", "raw_turns")["recall_at_k"]["20"] == 1.0
+    assert row("memsys", "rrf", "event_log")["recall_at_k"]["20"] == 1.0
+    # "greyhound" is in one turn only: BM25 puts it first.
+    assert row("raw-bm25", "bm25", "raw_turns", "4")["recall_at_k"]["1"] >= 0.5
+    assert (out / "recall_vs_budget.png").stat().st_size > 1000
