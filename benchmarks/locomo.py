@@ -394,12 +394,34 @@ def run(args: argparse.Namespace) -> dict:
         extra={"benchmark": "locomo", "timing": timing, "memory_chars": memory_sizes(ranked)},
     )
     plots = plot(rows, out_dir)
+    if args.details:
+        write_details(out_dir / "details.jsonl", conversations, ranked)
     print(
         f"\ningestion {timing['ingestion_s']} s, memsys questions {timing['memsys_questions_s']} s "
         f"({len(latencies)} requests, p50 {timing['memsys_request_ms']['p50']} ms), baselines {baseline_s:.1f} s"
     )
     print(f"wrote {path} and {', '.join(p.name for p in plots)}")
     return {"path": path, "rows": rows, "timing": timing}
+
+
+def write_details(path: Path, conversations: list[Conversation], ranked: dict[Variant, list[list[Retrieved]]]) -> None:
+    """One JSON line per question: its evidence and, per variant, each ranked memory's size and source turns."""
+    asked = [(c.sample_id, q) for c in conversations for q in c.questions]
+    with path.open("w") as out:
+        for position, (sample_id, question) in enumerate(asked):
+            line = {
+                "sample_id": sample_id,
+                "question": question.question,
+                "category": question.category,
+                "evidence": question.evidence,
+                "ranked": {
+                    f"{v.system}/{v.retrieval_mode}/{v.data_source}": [
+                        [len(m.content), sorted(m.source_ids)] for m in per_question[position]
+                    ]
+                    for v, per_question in ranked.items()
+                },
+            }
+            out.write(json.dumps(line) + "\n")
 
 
 def ingest_and_report(base_url: str, conversations: list[Conversation], concurrency: int) -> float:
@@ -417,6 +439,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit-conversations", type=int, help="only the first N conversations")
     parser.add_argument("--limit-questions", type=int, help="only the first N scored questions overall")
     parser.add_argument("--concurrency", type=int, default=3, help="conversations memorized / requests in flight")
+    parser.add_argument("--details", action="store_true", help="also write details.jsonl: every ranked list")
     parser.add_argument("--llm", metavar="BASE_URL", help="also ask retrieve_agentic with this OpenAI-compatible LLM")
     parser.add_argument("--llm-model", default=os.environ.get("MEMSYS_LLM_MODEL", "qwen/qwen3-235b-a22b-2507"))
     parser.add_argument("--llm-api-key", default=os.environ.get("MEMSYS_LLM_API_KEY"))
