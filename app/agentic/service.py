@@ -73,12 +73,19 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
     explicit_range = "time_range_days" in request.model_fields_set
     filters = _narrowed(retrieval.filters_for(request), window, explicit_range)
 
-    async def search(query: str) -> list[dict]:
-        return (await retrieval.search(runtime, query=query, filters=filters, top_k=limit, mode="rrf")).memories
+    async def search(query: str, vector: list[float] | None = None) -> list[dict]:
+        found = await retrieval.search(
+            runtime, query=query, filters=filters, top_k=limit, mode="rrf", query_vector=vector
+        )
+        return found.memories
 
     t = time.perf_counter()
     round1_task = _timed(timer, "round1_search", search(request.query))
-    time_task = _llm_time_window(llm, config, request.query, today, language) if ask_llm_for_time else _none()
+    time_task = (
+        _timed(timer, "llm_time", _llm_time_window(llm, config, request.query, today, language))
+        if ask_llm_for_time
+        else _none()
+    )
     round1, llm_window = await asyncio.gather(round1_task, time_task)
     timer.since("round1_total", t)
     if window is None and llm_window is not None:
@@ -109,7 +116,11 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
 
         if not verdict["is_sufficient"] and verdict["refined_queries"]:
             t = time.perf_counter()
-            rounds = await asyncio.gather(*(search(q) for q in verdict["refined_queries"]))
+            # One forward pass embeds every refined query; their searches then run concurrently.
+            vectors = await runtime.embedder.embed(verdict["refined_queries"])
+            rounds = await asyncio.gather(
+                *(search(q, v) for q, v in zip(verdict["refined_queries"], vectors, strict=True))
+            )
             timer.since("round2_search", t)
             state["round2_count"] = sum(len(found) for found in rounds)
             union = _dedupe([*best, *(memory for found in rounds for memory in found)])

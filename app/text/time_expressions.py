@@ -269,8 +269,8 @@ def has_time_hint(query: str) -> bool:
     """Words suggesting a time reference the rules may have missed (worth asking an LLM)."""
     return bool(
         re.search(
-            r"\b(when|ago|before|after|since|until|during|recently|earlier|later|last|next|week|month|year|"
-            r"season|spring|summer|autumn|fall|winter|weekend|holiday|christmas|birthday)\b|时候|以前|之前|之后|最近|期间",
+            r"\b(ago|before|after|since|until|during|recently|earlier|later|last|next|week|month|year|"
+            r"season|spring|summer|autumn|fall|winter|weekend|holiday|christmas|birthday)\b|以前|之前|之后|最近|期间",
             query,
             re.IGNORECASE,
         )
