@@ -18,8 +18,8 @@ A reply is a ``Reply`` or a shortcut: a ``str`` (the assistant's content as is, 
 ``Reply(delay=5)`` (to trigger client timeouts) and ``Reply(raw_body="...")`` (a broken HTTP body)
 script failures. ``queue(..., path="/v1/embeddings")`` scripts the other endpoints the same way.
 
-Every request is recorded in ``requests`` (path, JSON body, headers) so tests can assert what was sent:
-``chat_requests``, ``prompts()`` (the joined message texts), ``last_prompt``.
+Every request is recorded in ``requests`` (path, JSON body, headers with lower-case names) so tests
+can assert what was sent: ``chat_requests``, ``prompts()`` (the joined message texts), ``last_prompt``.
 
 Use the ``fake_llm`` fixture (tests/conftest.py), or ``with FakeLLM() as fake: ...``.
 """
@@ -180,7 +180,7 @@ class FakeLLM:
                 except ValueError:
                     body = raw.decode(errors="replace")
                 path = self.path.split("?")[0]
-                fake.requests.append(Recorded(path, body, dict(self.headers)))
+                fake.requests.append(Recorded(path, body, {k.lower(): v for k, v in self.headers.items()}))
                 reply = fake._choose(path, body)
                 if reply.delay and fake._stopping.wait(reply.delay):
                     return

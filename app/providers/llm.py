@@ -170,7 +170,7 @@ class LLMClient:
             raise LLMError(f"The LLM endpoint answered HTTP {exc.status_code}") from exc
         except openai.APIConnectionError as exc:
             raise LLMError("The LLM endpoint could not be reached") from exc
-        except openai.OpenAIError as exc:  # e.g. a body that is not a chat completion
+        except (openai.OpenAIError, ValueError) as exc:  # e.g. a body that is not JSON or not a chat completion
             raise LLMBadOutput(f"The LLM endpoint gave an unexpected answer ({type(exc).__name__})") from exc
         choices = getattr(response, "choices", None)
         if not choices or choices[0].message is None or not choices[0].message.content:

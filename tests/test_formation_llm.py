@@ -1,0 +1,282 @@
+"""Memory formation with an LLM: the fake OpenAI-compatible server answers, scripted per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from litestar.testing import TestClient
+
+from app.settings import Settings
+from tests.fake_llm import FakeLLM, Reply
+from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, app_client, conversation, message, rows
+
+SAME_EPISODE = {"should_end": False, "reasoning": "same topic", "topic_summary": "search feature"}
+
+EXTRACTED = {
+    "title": "Search feature kick-off",
+    "summary": "Zhang San and Li Si planned the search feature.",
+    "content": "On 15 Jan 2025 Zhang San proposed discussing the search feature; Li Si will share mockups on "
+    "16 Jan 2025 and the release is planned for 24 Jan 2025.",
+    "personal_episodes": [
+        {"user_id": "user_001", "title": "Zhang San plans", "summary": "s", "content": "Zhang San led the talk."},
+        {"user_id": "user_002", "title": "Li Si designs", "summary": "s", "content": "Li Si owns the mockups."},
+        {"user_id": "stranger", "content": "ignored: not a participant"},
+    ],
+    "event_log": [
+        {
+            "time": "2025-01-15T10:03:00+08:00",
+            "fact": "The backend will use PostgreSQL full-text search.",
+            "user_id": "user_001",
+            "source_message_ids": ["msg_003"],
+        },
+        {"time": "2025-01-16", "fact": "Li Si will share the search page mockups.", "source_message_ids": ["msg_004"]},
+    ],
+    "semantic_memories": [
+        {
+            "content": "The search feature release is planned for 24 Jan 2025.",
+            "valid_from": "2025-01-15",
+            "valid_to": "2025-01-24",
+            "source_message_ids": ["msg_005", "msg_999"],
+        }
+    ],
+}
+
+PROFILES = {
+    "profiles": [
+        {"user_id": "user_001", "profile": {"name": "Zhang San", "skills": ["PostgreSQL"], "summary": "backend lead"}},
+        {"user_id": "user_002", "profile": {"name": "Li Si", "responsibilities": ["search page design"]}},
+    ]
+}
+
+
+def script_success(fake: FakeLLM) -> None:
+    fake.on('"should_end"', SAME_EPISODE).on('"event_log"', EXTRACTED).on('"profiles"', PROFILES)
+
+
+def requests_for(fake: FakeLLM, marker: str) -> list[str]:
+    return [p for p in fake.prompts() if marker in p]
+
+
+@pytest.fixture
+def llm_settings(settings: Settings, fake_llm: FakeLLM) -> Settings:
+    return settings.model_copy(
+        update={
+            "llm_api_key": "test-key",
+            "llm_base_url": fake_llm.base_url,
+            "llm_model": "fake-model",
+            "llm_timeout_s": 0.5,
+            "llm_max_retries": 1,
+            "llm_retry_backoff_s": 0.01,
+            "llm_fallback_after": 3,
+        }
+    )
+
+
+@pytest.fixture
+def llm_client(llm_settings: Settings, database_url: str) -> Iterator[TestClient]:
+    with app_client(llm_settings) as client:
+        yield client
+
+
+def test_all_four_kinds_with_provenance(llm_client: TestClient, fake_llm: FakeLLM, database_url: str):
+    script_success(fake_llm)
+    llm_client.post(META, json=META_BODY)
+    sent = conversation()
+    for body in sent:
+        assert llm_client.post(MEMORIZE, json=body).json()["result"]["status_info"] == "accumulated"
+    # The judge saw messages 2..5 once each, with the time gap in words.
+    judged = requests_for(fake_llm, '"should_end"')
+    assert len(judged) == 4 and "1 minute" in judged[0]
+    assert rows(database_url, "SELECT count(*) AS n FROM messages WHERE boundary_checked")[0]["n"] == 4
+
+    answer = llm_client.post(FLUSH, json={"group_id": "group_123"}).json()
+    assert answer["result"]["status_info"] == "extracted" and answer["result"]["warning"] is None
+    assert len(requests_for(fake_llm, '"should_end"')) == 4, "a negative judgement is never asked again"
+    extraction_prompt = requests_for(fake_llm, '"event_log"')[0]
+    assert "[msg_003] 2025-01-15 10:03 Zhang San: Agreed." in extraction_prompt
+    assert "user_002: Li Si (designer)" in extraction_prompt and "Write every text in English" in extraction_prompt
+    assert "skills" in requests_for(fake_llm, '"profiles"')[0]  # group_chat scene: work-oriented fields
+
+    memories = rows(
+        database_url,
+        "SELECT memory_type, user_id, title, content, source_message_ids, timestamp, valid_from, valid_to, "
+        "memcell_id, metadata FROM memories ORDER BY memory_type, user_id NULLS FIRST, timestamp",
+    )
+    kinds = [(m["memory_type"], m["user_id"]) for m in memories]
+    assert kinds == [
+        ("episode", None),
+        ("episode", "user_001"),
+        ("episode", "user_002"),
+        ("event_log", "user_001"),
+        ("event_log", "user_002"),  # no user_id given: the sender of its only source message
+        ("semantic_memory", None),
+    ]
+    cell = rows(database_url, "SELECT * FROM memcells")[0]
+    assert (cell["extraction_mode"], cell["boundary_reason"]) == ("llm", "flush")
+    assert cell["topic_summary"] == EXTRACTED["summary"]
+    assert {m["memcell_id"] for m in memories} == {cell["id"]}
+    group_episode, zhang_episode = memories[0], memories[1]
+    assert group_episode["content"].startswith("On 15 Jan 2025 Zhang San")
+    assert group_episode["source_message_ids"] == [b["message_id"] for b in sent]
+    assert zhang_episode["content"] == "Zhang San led the talk."
+    fact = memories[3]
+    assert fact["source_message_ids"] == ["msg_003"]
+    assert fact["timestamp"].isoformat() == "2025-01-15T02:03:00+00:00"
+    assert memories[4]["timestamp"].isoformat() == "2025-01-15T16:00:00+00:00"  # 16 Jan, Asia/Shanghai midnight
+    semantic = memories[5]
+    assert (str(semantic["valid_from"]), str(semantic["valid_to"])) == ("2025-01-15", "2025-01-24")
+    assert semantic["source_message_ids"] == ["msg_005"]  # unknown ids dropped
+
+    profiles = rows(database_url, "SELECT user_id, version, source, profile FROM profiles ORDER BY user_id")
+    assert [(p["user_id"], p["version"], p["source"]) for p in profiles] == [
+        ("user_001", 1, "llm"),
+        ("user_002", 1, "llm"),
+    ]
+    zhang = profiles[0]["profile"]
+    assert zhang["skills"] == ["PostgreSQL"] and zhang["message_count"] == 3 and zhang["role"] == "developer"
+    assert zhang["derived"] is False and zhang["scene"] == "group_chat"
+
+    # The next MemCell's profile prompt carries the previous version, and a new version is written.
+    llm_client.post(MEMORIZE, json=message(9, "Mockups are done", sender="user_002"))
+    llm_client.post(FLUSH, json={"group_id": "group_123"})
+    assert "search page design" in requests_for(fake_llm, '"profiles"')[-1]
+    versions = rows(database_url, "SELECT version FROM profiles WHERE user_id = 'user_002' ORDER BY version")
+    assert [v["version"] for v in versions] == [1, 2]
+
+
+def test_judge_should_end_closes_the_episode(llm_client: TestClient, fake_llm: FakeLLM, database_url: str):
+    def judge(body: dict) -> dict | None:
+        prompt = "\n".join(m["content"] for m in body["messages"])
+        if '"should_end"' not in prompt:
+            return None
+        new = prompt.split("NEW message:")[-1]
+        return {"should_end": "lunch" in new, "reasoning": "topic", "topic_summary": "the search feature"}
+
+    fake_llm.handler = judge
+    fake_llm.on('"event_log"', EXTRACTED).on('"profiles"', PROFILES)
+    for body in conversation()[:3]:
+        llm_client.post(MEMORIZE, json=body)
+    answer = llm_client.post(MEMORIZE, json=message(4, "Anyone up for lunch?", sender="user_002")).json()
+    assert answer["result"]["status_info"] == "extracted"
+    cell = rows(database_url, "SELECT message_ids, boundary_reason, topic_summary FROM memcells")
+    assert cell == [
+        {
+            "message_ids": ["msg_001", "msg_002", "msg_003"],
+            "boundary_reason": "llm",
+            "topic_summary": "the search feature",
+        }
+    ]
+    assert rows(database_url, "SELECT message_id FROM messages WHERE status = 'pending'") == [{"message_id": "msg_004"}]
+
+
+def test_chinese_conversation_gets_chinese_prompts_and_memories(
+    llm_client: TestClient, fake_llm: FakeLLM, database_url: str
+):
+    chinese = {
+        "title": "新功能讨论",
+        "summary": "张三和李四讨论了搜索功能。",
+        "content": "2025年1月15日，张三提出讨论新功能的技术方案，李四认为搜索页面需要重新设计。",
+        "personal_episodes": [],
+        "event_log": [{"time": "2025-01-15T10:01:00+08:00", "fact": "张三提出讨论新功能的技术方案。"}],
+        "semantic_memories": [
+            {"content": "搜索页面将被重新设计。", "valid_from": "2025-01-15", "valid_to": "2025-02-15"}
+        ],
+    }
+    fake_llm.on('"should_end"', SAME_EPISODE).on('"event_log"', chinese).on('"profiles"', {"profiles": []})
+    llm_client.post(MEMORIZE, json=message(1, "我们今天讨论一下新功能的技术方案", sender="u1", sender_name="张三"))
+    llm_client.post(MEMORIZE, json=message(2, "我觉得搜索页面需要重新设计", sender="u2", sender_name="李四"))
+    saved = llm_client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]["saved_memories"]
+
+    assert "距上一条消息的时间：1分钟" in requests_for(fake_llm, '"should_end"')[0]
+    assert "所有文字都用中文书写" in requests_for(fake_llm, '"event_log"')[0]
+    assert "值用中文书写" in requests_for(fake_llm, '"profiles"')[0]
+    assert {m["memory_type"] for m in saved} == {"episode", "event_log", "semantic_memory"}
+    contents = rows(database_url, "SELECT content FROM memories WHERE memory_type = 'episode' AND user_id IS NULL")
+    assert contents[0]["content"].startswith("2025年1月15日，张三")
+    # No personal episode came back: each participant gets the group narrative.
+    assert rows(database_url, "SELECT count(*) AS n FROM memories WHERE content = %s", chinese["content"])[0]["n"] == 3
+
+
+FAILURES = {
+    "malformed_json": Reply(content='Sure! Here is the JSON: {"title": "x", "content": '),
+    "http_500": Reply(status=500),
+    "timeout": Reply(delay=2.0, content=EXTRACTED),
+    "http_401": Reply(status=401),
+}
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_llm_failure_keeps_messages_pending_and_the_next_flush_retries(
+    failure: str, llm_client: TestClient, fake_llm: FakeLLM, database_url: str
+):
+    fake_llm.on('"should_end"', SAME_EPISODE).on('"event_log"', FAILURES[failure]).on('"profiles"', PROFILES)
+    for body in conversation()[:2]:
+        llm_client.post(MEMORIZE, json=body)
+
+    answer = llm_client.post(FLUSH, json={"group_id": "group_123"}).json()
+    result = answer["result"]
+    assert answer["message"] == "Message queued, awaiting boundary detection"
+    assert result["status_info"] == "accumulated" and result["count"] == 0
+    assert "LLM extraction failed" in result["warning"] and "2 messages stay pending" in result["warning"]
+    assert "test-key" not in result["warning"]
+    buffered = rows(database_url, "SELECT status, extract_attempts FROM messages")
+    assert buffered == [{"status": "pending", "extract_attempts": 1}] * 2
+    assert rows(database_url, "SELECT count(*) AS n FROM memcells")[0]["n"] == 0
+    assert rows(database_url, "SELECT count(*) AS n FROM memories")[0]["n"] == 0
+    # 401 is not retried; the others are retried once (llm_max_retries = 1).
+    assert len(requests_for(fake_llm, '"event_log"')) == (1 if failure == "http_401" else 2)
+
+    fake_llm.reset()
+    script_success(fake_llm)
+    again = llm_client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]
+    assert again["status_info"] == "extracted" and again["warning"] is None
+    assert rows(database_url, "SELECT extraction_mode, message_ids FROM memcells") == [
+        {"extraction_mode": "llm", "message_ids": ["msg_001", "msg_002"]}
+    ]
+    assert rows(database_url, "SELECT DISTINCT status FROM messages") == [{"status": "processed"}]
+
+
+def test_offline_fallback_after_repeated_llm_failures(llm_settings: Settings, fake_llm: FakeLLM, database_url: str):
+    fake_llm.on('"should_end"', SAME_EPISODE).on('"event_log"', Reply(status=500))
+    with app_client(llm_settings, llm_fallback_after=2, llm_max_retries=0) as client:
+        for body in conversation()[:2]:
+            client.post(MEMORIZE, json=body)
+        first = client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]
+        assert "attempt 1 of 2" in first["warning"]
+        second = client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]
+        assert "formed without the LLM on the next memorize or flush" in second["warning"]
+        asked = len(requests_for(fake_llm, '"event_log"'))
+        third = client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]
+        assert third["status_info"] == "extracted" and third["warning"] is None
+        assert len(requests_for(fake_llm, '"event_log"')) == asked, "the fallback does not call the LLM"
+    cell = rows(database_url, "SELECT extraction_mode FROM memcells")
+    assert cell == [{"extraction_mode": "offline"}]
+    metadata = rows(database_url, "SELECT DISTINCT metadata->>'llm_fallback' AS why FROM memories")
+    assert metadata == [{"why": "2 failed LLM extractions"}]
+    assert rows(database_url, "SELECT DISTINCT source FROM profiles") == [{"source": "derived"}]
+
+
+def test_judge_failure_falls_back_to_the_rules(llm_client: TestClient, fake_llm: FakeLLM, database_url: str):
+    fake_llm.on('"should_end"', Reply(status=500))
+    llm_client.post(MEMORIZE, json=message(1, "first"))
+    answer = llm_client.post(MEMORIZE, json=message(2, "second")).json()["result"]
+    assert answer["status_info"] == "accumulated"
+    assert "boundary judgement failed" in answer["warning"]
+    # Not asked again for that message: the rules decided.
+    assert rows(database_url, "SELECT message_id FROM messages WHERE boundary_checked") == [{"message_id": "msg_002"}]
+
+
+def test_embedder_failure_keeps_messages_pending(llm_settings: Settings, fake_llm: FakeLLM, database_url: str):
+    """The embedding service is the fake's /v1/embeddings; two 500s outlast the client's one retry."""
+    embedding = {"embedding_provider": "openai", "embedding_base_url": fake_llm.base_url, "llm_api_key": None}
+    with app_client(llm_settings, **embedding) as client:
+        for body in conversation()[:2]:
+            client.post(MEMORIZE, json=body)
+        fake_llm.queue(Reply(status=500), Reply(status=500), path="/v1/embeddings")
+        failed = client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]
+        assert failed["status_info"] == "accumulated" and "Embedding failed" in failed["warning"]
+        assert rows(database_url, "SELECT DISTINCT status FROM messages") == [{"status": "pending"}]
+        again = client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]
+        assert again["status_info"] == "extracted"
+    assert rows(database_url, "SELECT DISTINCT status FROM messages") == [{"status": "processed"}]

@@ -1,0 +1,110 @@
+"""The generic LLM client against the fake OpenAI-compatible server, and the JSON output parser."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from app.providers.llm import (
+    LLMAuthError,
+    LLMBadOutput,
+    LLMClient,
+    LLMConfig,
+    LLMError,
+    LLMNotConfigured,
+    LLMTimeout,
+    parse_json_output,
+)
+from tests.fake_llm import FakeLLM, Reply
+
+ASK = [{"role": "user", "content": "give me JSON"}]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "b": [1, 2]}',
+        '```json\n{"a": 1, "b": [1, 2]}\n```',
+        'Here you go:\n```\n{"a": 1, "b": [1, 2],}\n```\nAnything else?',
+        'Sure. {"a": 1, "b": [1, 2,],} Hope this helps.',
+        '<think>maybe {"a": 0}</think>{"a": 1, "b": [1, 2]}',
+    ],
+)
+def test_json_output_is_found_wherever_the_model_put_it(text: str) -> None:
+    assert parse_json_output(text) == {"a": 1, "b": [1, 2]}
+
+
+@pytest.mark.parametrize("text", ["no json here", '{"a": ', "42", ""])
+def test_unparsable_output_is_a_typed_error(text: str) -> None:
+    with pytest.raises(LLMBadOutput):
+        parse_json_output(text)
+
+
+def client_for(fake: FakeLLM, **kwargs) -> LLMClient:
+    options = {"timeout_s": 0.5, "max_retries": 1, "backoff_s": 0.01, **kwargs}
+    return LLMClient(LLMConfig("server-key", fake.base_url, "server-model"), **options)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_retries_then_succeeds_and_sends_model_and_key(fake_llm: FakeLLM) -> None:
+    fake_llm.queue(Reply(status=503), "```json\n[1, 2]\n```")
+    assert run(client_for(fake_llm).complete_json(ASK)) == [1, 2]
+    first, second = fake_llm.chat_requests
+    assert second.body["model"] == "server-model"
+    assert second.headers["authorization"] == "Bearer server-key"
+
+
+def test_per_call_config_overrides_the_server_and_its_key_is_not_logged(
+    fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    fake_llm.queue(Reply(status=500), {"ok": True})
+    config = LLMConfig(api_key="request-secret", model="request-model")
+    assert run(client_for(fake_llm).complete_json(ASK, config=config)) == {"ok": True}
+    assert fake_llm.chat_requests[-1].headers["authorization"] == "Bearer request-secret"
+    assert fake_llm.chat_requests[-1].body["model"] == "request-model"
+    assert "request-secret" not in caplog.text and "request-secret" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("reply", "error", "calls"),
+    [
+        (Reply(status=401), LLMAuthError, 1),
+        (Reply(status=403), LLMAuthError, 1),
+        (Reply(status=500), LLMError, 2),
+        (Reply(delay=2.0, content="{}"), LLMTimeout, 2),
+        (Reply(content="not json"), LLMBadOutput, 2),
+        (Reply(raw_body="{broken"), LLMBadOutput, 2),
+    ],
+)
+def test_failures_are_typed(fake_llm: FakeLLM, reply: Reply, error: type[Exception], calls: int) -> None:
+    fake_llm.on("give me JSON", reply)
+    with pytest.raises(error):
+        run(client_for(fake_llm).complete_json(ASK))
+    assert len(fake_llm.chat_requests) == calls
+
+
+def test_no_key_anywhere_is_refused_before_any_call(fake_llm: FakeLLM) -> None:
+    client = LLMClient(LLMConfig(None, fake_llm.base_url, "m"))
+    assert not client.configured
+    with pytest.raises(LLMNotConfigured):
+        run(client.complete_json(ASK))
+    assert fake_llm.requests == []
+
+
+def test_fake_server_embeddings_and_rerank(fake_llm: FakeLLM) -> None:
+    import httpx
+
+    vectors = httpx.post(f"{fake_llm.base_url}/embeddings", json={"model": "m", "input": ["a", "b", "a"]}).json()
+    data = [row["embedding"] for row in vectors["data"]]
+    assert len(data[0]) == 384 and data[0] == data[2] and data[0] != data[1]
+    ranked = httpx.post(
+        f"{fake_llm.base_url}/rerank",
+        json={"model": "r", "query": "roast duck", "documents": ["tea", "roast duck in Beijing", "duck"], "top_n": 2},
+    ).json()
+    assert [r["index"] for r in ranked["results"]] == [1, 2]
