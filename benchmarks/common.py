@@ -87,34 +87,45 @@ def print_table(rows: list[dict], columns: Sequence[str]) -> None:
         print("  ".join(_fmt(row.get(c)).ljust(widths[c]) for c in columns))
 
 
-def line_plot(
-    path: Path,
-    series: dict[str, tuple[Sequence[float], Sequence[float]]],
-    *,
-    title: str,
-    xlabel: str,
-    ylabel: str,
-    log2_x: bool = False,
-) -> Path:
+Series = dict[str, tuple[Sequence[float], Sequence[float]]]
+
+
+def line_plot(path: Path, series: Series, *, title: str, xlabel: str, ylabel: str, log2_x: bool = False) -> Path:
     """A PNG of one line per named series (matplotlib, no display needed)."""
+    return panel_plot(path, {title: series}, xlabel=xlabel, ylabel=ylabel, log2_x=log2_x)
+
+
+def panel_plot(
+    path: Path, panels: dict[str, Series], *, xlabel: str, ylabel: str, log2_x: bool = False, columns: int = 2
+) -> Path:
+    """A PNG of one or more titled panels side by side, each with one line per named series; the legend
+    is drawn once, under the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(8, 5), dpi=90)
-    for label, (xs, ys) in series.items():
-        axes.plot(xs, ys, marker="o", linewidth=1.5, markersize=4, label=label)
-    if log2_x:
-        axes.set_xscale("log", base=2)
-        first = next(iter(series.values()))[0]
-        axes.set_xticks(list(first), [str(x) for x in first])
-    axes.set_title(title)
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel(ylabel)
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7, loc="best")
-    figure.tight_layout()
+    columns = min(columns, len(panels))
+    rows = -(-len(panels) // columns)
+    figure, grid = plt.subplots(rows, columns, figsize=(max(8.0, 5.5 * columns), 3.6 * rows + 1.2), dpi=72, squeeze=False)
+    for axes, (title, series) in zip(grid.flat, panels.items(), strict=False):
+        for label, (xs, ys) in series.items():
+            style = "-" if not label.startswith("raw-") else "--"
+            axes.plot(xs, ys, style, marker="o", linewidth=1.4, markersize=3, label=label)
+        if log2_x:
+            axes.set_xscale("log", base=2)
+            ticks = list(next(iter(series.values()))[0])
+            axes.set_xticks(ticks, [str(x) for x in ticks])
+        axes.set_title(title, fontsize=10)
+        axes.set_xlabel(xlabel, fontsize=8)
+        axes.set_ylabel(ylabel, fontsize=8)
+        axes.set_ylim(0, 1)
+        axes.grid(True, alpha=0.3)
+    for axes in list(grid.flat)[len(panels) :]:
+        axes.set_visible(False)
+    handles, labels = grid.flat[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0.22 / rows if rows > 1 else 0.2, 1, 1))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)

@@ -28,7 +28,7 @@ import httpx
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``app`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import RESULTS_DIR, line_plot, memsys_server, percentiles, print_table, save
+from benchmarks.common import RESULTS_DIR, memsys_server, panel_plot, percentiles, print_table, save
 from benchmarks.evidence_recall import TOKEN_BUDGETS, TOP_K, Retrieved, clean_evidence, mean_scores, question_scores
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -320,10 +320,10 @@ def print_results(rows: list[dict]) -> None:
 
 
 def plot(rows: list[dict], out_dir: Path) -> list[Path]:
-    """Recall against token budget, one line per system, mode and source: overall and per category."""
-    paths = []
-    for category in ["all", *map(str, CATEGORIES)]:
-        series = {
+    """Recall against token budget, one line per system, mode and source: overall, and per category."""
+
+    def series(category: str) -> dict:
+        return {
             f"{r['system']} {r['retrieval_mode']} {r['data_source']}": (
                 list(TOKEN_BUDGETS),
                 [r["recall_at_tokens"][str(t)] for t in TOKEN_BUDGETS],
@@ -331,20 +331,14 @@ def plot(rows: list[dict], out_dir: Path) -> list[Path]:
             for r in rows
             if r["category"] == category
         }
-        if not series:
-            continue
-        title = "all categories" if category == "all" else f"category {category} ({CATEGORIES[int(category)]})"
-        name = "recall_vs_budget.png" if category == "all" else f"recall_vs_budget_cat{category}.png"
-        paths.append(
-            line_plot(
-                out_dir / name,
-                series,
-                title=f"LoCoMo evidence recall, {title}",
-                xlabel="budget of retrieved text (tokens, 4 chars each)",
-                ylabel="evidence recall",
-                log2_x=True,
-            )
-        )
+
+    labels = {"all": "all categories", **{str(c): f"category {c}, {name}" for c, name in CATEGORIES.items()}}
+    panels = {f"LoCoMo evidence recall, {labels[c]}": series(c) for c in labels if series(c)}
+    options = {"xlabel": "budget of retrieved text (tokens, 4 chars each)", "ylabel": "evidence recall", "log2_x": True}
+    first = next(iter(panels))
+    paths = [panel_plot(out_dir / "recall_vs_budget.png", {first: panels.pop(first)}, **options)]
+    if panels:
+        paths.append(panel_plot(out_dir / "recall_vs_budget_by_category.png", panels, **options))
     return paths
 
 
