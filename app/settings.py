@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     bm25_df_budget: int = 50000
     """BM25 candidates come from the query's rarest terms while their summed document frequency stays
     under this; more common terms still score those candidates."""
+    bm25_max_candidates: int = 5000
+    """At most this many memories are scored by BM25 per query: those with every query term first, then
+    those with the rarest terms."""
 
     # --- agentic retrieval / rerank -------------------------------------------------------------
     agentic_round1_candidates: int = 20

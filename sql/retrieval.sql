@@ -1,20 +1,32 @@
 -- Lightweight retrieval (POST /api/v3/agentic/retrieve_lightweight), as app/retrieval/repository.py runs it.
 --
--- Run by hand with psql (the service passes the same parameters; a NULL filter means "no filter"):
+-- Run by hand with psql. The :name placeholders are psql variables as they stand: set each to a SQL
+-- literal (psql quotes \set arguments in single quotes, doubling the ones inside), then run
+-- configure_search and hybrid_search in one transaction:
 --
---   \set embedding '[0.01, -0.03, ...]'          -- 384 numbers, or NULL to switch the vector leg off
---   \set query_tokens 'beij travel food'          -- app.text.tokenize.search_tokens(query), or '' for no BM25 leg
---   \set memory_type episode
---   \set user_id NULL                             -- or 'user_001' (quoted below with :'user_id' if not NULL)
---   BEGIN;
---   SELECT set_config('hnsw.ef_search', '100', true), set_config('hnsw.iterative_scan', 'relaxed_order', true),
---          set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true);
---   -- then paste the hybrid_search body below, replacing each :name by a psql variable, e.g.
---   --   CAST(:'embedding' AS vector), :'query_tokens', :'memory_type', CAST(NULL AS text), now() - interval '365 days',
---   --   now(), CAST(NULL AS date), CAST(NULL AS float8), 100 (leg_limit), 20 (top_k), 60, 1.2, 0.75, 50000
---   COMMIT;
+--   \set retrieval_mode '''rrf'''
+--   \set embedding '''[0.0123,-0.0456,...]'''     -- 384 numbers; NULL switches the vector leg off
+--   \set query_tokens '''beij food'''             -- app.text.tokenize.search_tokens(query); '' = no BM25 leg
+--   \set memory_type '''episode'''
+--   \set user_id '''user_001'''                   -- NULL: no filter
+--   \set group_id NULL
+--   \set time_from '''2025-01-16T00:00:00+00:00'''
+--   \set time_to '''2026-01-16T00:00:00+00:00'''
+--   \set valid_on NULL
+--   \set radius NULL
+--   \set leg_limit 100
+--   \set top_k 20
+--   \set rrf_k 60
+--   \set k1 1.2
+--   \set b 0.75
+--   \set bm25_df_budget 50000
+--   \set bm25_max_candidates 5000
+--   \set ef_search 100
+--   \set max_scan_tuples 20000
+--   BEGIN; <configure_search>; <hybrid_search>; COMMIT;
 --
--- `python -m app.retrieval.explain "your query"` prints the statement with the parameters filled in.
+-- python -m app.retrieval.psql '{"query": "Beijing food", "user_id": "user_001"}' | psql "$(memsys db-url)"
+-- prints exactly that script for a request (the query embedded by the configured model) and runs it.
 
 -- name: configure_search
 -- Session settings for the next statement of this transaction (SET LOCAL semantics): a filtered HNSW scan
@@ -67,12 +79,16 @@ bm25_terms AS MATERIALIZED (
     WHERE c.memory_type = :memory_type
       AND s.term = ANY (tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))))
 ),
--- Candidates come from the GIN index. Terms are taken rarest first while their summed document
--- frequency stays within :bm25_df_budget (the rarest always): a term found in a large share of the corpus
--- still scores the candidates but does not make every memory that contains it one.
+-- Candidates come from the GIN index, at most :bm25_max_candidates of them, best first: memories with
+-- every query term (they score highest), then memories with the query's rarest terms. Terms are taken
+-- rarest first while their summed document frequency stays within :bm25_df_budget (the rarest always): a
+-- term found in a large share of the corpus still scores the candidates but does not make every memory
+-- that contains it one. Below both bounds (tenant-filtered queries, small corpora) the leg is exact BM25.
 bm25_query AS MATERIALIZED (
     SELECT
-        to_tsquery('simple', string_agg(quote_literal(term), ' | ') FILTER (WHERE df_before < :bm25_df_budget)) AS tsq,
+        to_tsquery('simple', string_agg(quote_literal(term), ' & ')) AS all_terms,
+        to_tsquery('simple', string_agg(quote_literal(term), ' | ') FILTER (WHERE df_before < :bm25_df_budget))
+            AS rare_terms,
         array_agg(term) AS terms,
         sum(idf) * (:k1 + 1) AS max_score,
         (SELECT total_len::float8 / greatest(doc_count, 1) FROM bm25_corpus_stats WHERE memory_type = :memory_type)
@@ -81,28 +97,48 @@ bm25_query AS MATERIALIZED (
                  AS df_before
           FROM bm25_terms) t
 ),
+-- The time bounds are written "IS TRUE" here so that they filter the rows the GIN index finds rather than
+-- make the planner AND in a bitmap of the whole time window from the btree index.
 bm25_candidates AS MATERIALIZED (
-    SELECT m.id, m.doc_len, m.tsv
-    FROM memories m
-    WHERE m.tsv @@ (SELECT tsq FROM bm25_query)
-      AND m.memory_type = :memory_type
-      AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-      AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-      AND m.timestamp >= :time_from AND m.timestamp < :time_to
-      AND (CAST(:valid_on AS date) IS NULL
-           OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+    SELECT * FROM (
+        (SELECT m.id, m.doc_len, m.tsv
+         FROM memories m
+         WHERE m.tsv @@ (SELECT all_terms FROM bm25_query)
+           AND m.memory_type = :memory_type
+           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+           AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE
+           AND (CAST(:valid_on AS date) IS NULL
+                OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
+        UNION ALL
+        (SELECT m.id, m.doc_len, m.tsv
+         FROM memories m
+         WHERE m.tsv @@ (SELECT rare_terms FROM bm25_query)
+           AND NOT m.tsv @@ (SELECT all_terms FROM bm25_query)
+           AND m.memory_type = :memory_type
+           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+           AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE
+           AND (CAST(:valid_on AS date) IS NULL
+                OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
+    ) both_tiers
+    LIMIT :bm25_max_candidates
 ),
 -- tf is the number of positions of the term in the memory's tsvector; setweight + ts_filter cut the
--- tsvector down to the query's terms before it is unnested.
-bm25_scored AS (
-    SELECT c.id,
-           sum(t.idf * (cardinality(u.positions) * (:k1 + 1))
-               / (cardinality(u.positions) + :k1 * (1 - :b + :b * c.doc_len / q.avgdl))) AS bm25
+-- tsvector down to the query's terms before it is unnested (in the select list: no tuplestore per row).
+bm25_postings AS (
+    SELECT c.id, c.doc_len, unnest(ts_filter(setweight(c.tsv, 'A', q.terms), '{a}')) AS posting
     FROM bm25_candidates c
     CROSS JOIN bm25_query q
-    CROSS JOIN LATERAL unnest(ts_filter(setweight(c.tsv, 'A', q.terms), '{a}')) AS u
-    JOIN bm25_terms t ON t.term = u.lexeme
-    GROUP BY c.id
+),
+bm25_scored AS (
+    SELECT p.id,
+           sum(t.idf * (cardinality((p.posting).positions) * (:k1 + 1))
+               / (cardinality((p.posting).positions) + :k1 * (1 - :b + :b * p.doc_len / q.avgdl))) AS bm25
+    FROM bm25_postings p
+    JOIN bm25_terms t ON t.term = (p.posting).lexeme
+    CROSS JOIN bm25_query q
+    GROUP BY p.id
 ),
 bm25_leg AS (
     SELECT id, bm25, row_number() OVER (ORDER BY bm25 DESC, id) AS rank

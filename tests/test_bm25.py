@@ -132,3 +132,11 @@ def test_statistics_and_scores_stay_right_after_deletes(settings, database_url, 
     found = search(settings, database_url, query="budget 北京", filters=window(), top_k=100, mode="bm25")
     got = {remaining.index(m["content"]): m["bm25"] for m in found.memories}
     assert got == pytest.approx(expected, abs=1e-6)
+
+
+def test_candidate_cap_takes_memories_with_every_term_first(settings, database_url, corpus):
+    capped = settings.model_copy(update={"bm25_max_candidates": 1})
+    found = search(capped, database_url, query="budget hiking", filters=window(), top_k=100, mode="bm25")
+    assert [corpus.index(m["id"]) for m in found.memories] == [5]  # the only memory with both terms
+    exact = expected_bm25("budget hiking", CORPUS)
+    assert found.memories[0]["bm25"] == pytest.approx(exact[5], abs=1e-6)

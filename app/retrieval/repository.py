@@ -37,6 +37,7 @@ class SearchTuning:
     k1: float
     b: float
     bm25_df_budget: int
+    bm25_max_candidates: int
 
 
 def vector_literal(vector: list[float]) -> str:
@@ -71,6 +72,7 @@ def search_parameters(
         "k1": tuning.k1,
         "b": tuning.b,
         "bm25_df_budget": tuning.bm25_df_budget,
+        "bm25_max_candidates": tuning.bm25_max_candidates,
     }
 
 

@@ -95,6 +95,7 @@ def tuning_for(settings: Settings, mode: str, top_k: int) -> SearchTuning:
         k1=settings.bm25_k1,
         b=settings.bm25_b,
         bm25_df_budget=settings.bm25_df_budget,
+        bm25_max_candidates=settings.bm25_max_candidates,
     )
 
 
