@@ -31,6 +31,7 @@ from app.formation.memcell import Context, Draft, Extraction, MemCell
 from app.formation.streams import Stream
 from app.memories.repository import NewMemory, insert_memories
 from app.providers.llm import LLMClient, LLMError
+from app.text.tokenize import count_tokens
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 # Passes over the pending buffer per call: a later pass picks up messages that arrived meanwhile.
 MAX_PASSES = 3
+# Texts up to this many tokens are embedded together, longer ones apart (see _embed).
+SHORT_TEXT_TOKENS = 96
 
 
 class FormationConflict(MemsysError):
@@ -58,6 +61,20 @@ class FormationOutcome:
 
     def warn(self, text: str) -> None:
         self.warning = f"{self.warning} {text}" if self.warning else text
+
+
+async def is_due(conn: AsyncConnection, runtime: Runtime, stream: Stream) -> bool:
+    """Whether the stream's pending messages may close a MemCell now, so that memorize needs the lock.
+
+    Read in memorize's own transaction, right after its insert: without an LLM, the rules are pure and a
+    snapshot tells whether anything closes (when nothing does, memorize answers at once, without the lock);
+    with an LLM, any message the judge has not seen makes it due.
+    """
+    pending = await repo.pending_messages(conn, stream)
+    if runtime.llm is not None and runtime.llm.configured and any(not m["boundary_checked"] for m in pending[1:]):
+        return True
+    cuts = await boundary.cut(pending, boundary.BoundaryRules.from_settings(runtime.settings))
+    return bool(cuts.closed)
 
 
 async def process_stream(runtime: Runtime, stream: Stream, *, flush: bool = False) -> FormationOutcome:
@@ -188,9 +205,19 @@ async def _extract(
 
 
 async def _embed(runtime: Runtime, drafts: list[Draft]) -> list[list[float]]:
-    """One vector per draft; identical texts (the group and personal copies of an episode) embedded once."""
+    """One vector per draft; identical texts (the group and personal copies of an episode) embedded once.
+
+    Long texts (episodes) and short ones (event-log entries) go in separate calls: a batch is padded to
+    its longest text, and one transcript in a batch of short facts multiplies its cost several times.
+    """
     texts = list(dict.fromkeys(draft.embedding_text() for draft in drafts))
-    vectors = dict(zip(texts, await runtime.embedder.embed(texts), strict=True))
+    vectors: dict[str, list[float]] = {}
+    for group in (
+        [t for t in texts if count_tokens(t) > SHORT_TEXT_TOKENS],
+        [t for t in texts if count_tokens(t) <= SHORT_TEXT_TOKENS],
+    ):
+        if group:
+            vectors.update(zip(group, await runtime.embedder.embed(group), strict=True))
     return [vectors[draft.embedding_text()] for draft in drafts]
 
 

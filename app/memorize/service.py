@@ -27,10 +27,13 @@ async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, Mem
     row.update(stream_kind=stream.kind, stream_id=stream.id)
     async with runtime.engine.begin() as conn:
         inserted = await repository.insert_message(conn, row)
+        due = inserted and await formation.is_due(conn, runtime, stream)
     if not inserted:
         return "Message already stored (duplicate message_id)", MemorizeResult(
             saved_memories=[], count=0, status_info="duplicate"
         )
+    if not due:
+        return _answer(formation.FormationOutcome())
     outcome = await formation.process_stream(runtime, stream)
     return _answer(outcome)
 
