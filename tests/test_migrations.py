@@ -45,7 +45,10 @@ def test_indexes_the_retrieval_needs_exist(empty_database: str) -> None:
     with psycopg.connect(empty_database) as conn:
         indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories'"))
     assert "USING hnsw (embedding vector_cosine_ops)" in indexes["ix_memories_embedding_hnsw"]
-    assert "USING gin (tsv)" in indexes["ix_memories_tsv"]
+    for memory_type in ("episode", "event_log", "semantic_memory"):  # one partial GIN per type (0002)
+        assert (
+            f"USING gin (tsv) WHERE (memory_type = '{memory_type}'::text)" in indexes[f"ix_memories_tsv_{memory_type}"]
+        )
 
 
 def test_a_database_made_for_another_embedding_size_is_refused(empty_database: str) -> None:

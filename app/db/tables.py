@@ -170,7 +170,16 @@ def _memories_table(dimensions: int) -> Table:
             postgresql_using="hnsw",
             postgresql_ops={"embedding": "vector_cosine_ops"},
         ),
-        Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
+        # One GIN index per memory type (migration 0002): retrieval always filters by type.
+        *(
+            Index(
+                f"ix_memories_tsv_{memory_type}",
+                "tsv",
+                postgresql_using="gin",
+                postgresql_where=text(f"memory_type = '{memory_type}'"),
+            )
+            for memory_type in MEMORY_TYPES
+        ),
         Index(None, "memory_type", "group_id", "timestamp"),
         Index(None, "memory_type", "user_id", "timestamp"),
         Index(None, "memcell_id"),
