@@ -71,10 +71,10 @@ class Settings(BaseSettings):
     """Lower bound of hnsw.ef_search; raised to the leg's LIMIT (at most 1000) for each query."""
     hnsw_max_scan_tuples: int = 20000
     """hnsw.max_scan_tuples: how far a filtered iterative HNSW scan may go to fill the leg."""
-    bm25_df_budget: int = 50000
-    """BM25 candidates come from the query's rarest terms while their summed document frequency stays
-    under this; more common terms still score those candidates."""
-    bm25_max_candidates: int = 5000
+    bm25_df_budget: int = 10000
+    """BM25 candidates are the memories with every query term, then those with the query's rarest terms
+    while their summed document frequency stays within this; more common terms still score them."""
+    bm25_max_candidates: int = 1000
     """At most this many memories are scored by BM25 per query: those with every query term first, then
     those with the rarest terms."""
 

@@ -19,8 +19,8 @@
 --   \set rrf_k 60
 --   \set k1 1.2
 --   \set b 0.75
---   \set bm25_df_budget 50000
---   \set bm25_max_candidates 5000
+--   \set bm25_df_budget 10000
+--   \set bm25_max_candidates 1000
 --   \set ef_search 100
 --   \set max_scan_tuples 20000
 --   BEGIN; <configure_search>; <hybrid_search>; COMMIT;
@@ -80,21 +80,21 @@ bm25_terms AS MATERIALIZED (
       AND s.term = ANY (tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))))
 ),
 -- Candidates come from the GIN index, at most :bm25_max_candidates of them, best first: memories with
--- every query term (they score highest), then memories with the query's rarest terms. Terms are taken
--- rarest first while their summed document frequency stays within :bm25_df_budget (the rarest always): a
--- term found in a large share of the corpus still scores the candidates but does not make every memory
--- that contains it one. Below both bounds (tenant-filtered queries, small corpora) the leg is exact BM25.
+-- every query term (GIN's fast scan makes this cheap when one term is rare; they score highest), then
+-- memories with the query's rarer terms: terms taken rarest first while their summed document frequency
+-- stays within :bm25_df_budget. A term found in more memories than that is too common to make a memory a
+-- candidate by itself (its posting list would cost more to read than the whole query), but it still
+-- scores the candidates. Below both bounds (tenant-filtered queries, small corpora) the leg is exact BM25.
 bm25_query AS MATERIALIZED (
     SELECT
         to_tsquery('simple', string_agg(quote_literal(term), ' & ')) AS all_terms,
-        to_tsquery('simple', string_agg(quote_literal(term), ' | ') FILTER (WHERE df_before < :bm25_df_budget))
+        to_tsquery('simple', string_agg(quote_literal(term), ' | ') FILTER (WHERE df_through <= :bm25_df_budget))
             AS rare_terms,
         array_agg(term) AS terms,
         sum(idf) * (:k1 + 1) AS max_score,
         (SELECT total_len::float8 / greatest(doc_count, 1) FROM bm25_corpus_stats WHERE memory_type = :memory_type)
             AS avgdl
-    FROM (SELECT term, idf, coalesce(sum(df) OVER (ORDER BY df, term ROWS UNBOUNDED PRECEDING EXCLUDE CURRENT ROW), 0)
-                 AS df_before
+    FROM (SELECT term, idf, sum(df) OVER (ORDER BY df, term ROWS UNBOUNDED PRECEDING) AS df_through
           FROM bm25_terms) t
 ),
 -- The time bounds are written "IS TRUE" here so that they filter the rows the GIN index finds rather than
@@ -146,11 +146,14 @@ bm25_leg AS (
     ORDER BY bm25 DESC, id
     LIMIT :leg_limit
 ),
+-- Ranked before the memories are read back, so only top_k rows are fetched.
 fused AS (
     SELECT coalesce(v.id, k.id) AS id, v.cosine, v.rank AS vector_rank, k.bm25, k.rank AS bm25_rank,
            coalesce(1.0 / (:rrf_k + v.rank), 0) + coalesce(1.0 / (:rrf_k + k.rank), 0) AS rrf
     FROM vector_leg v
     FULL OUTER JOIN bm25_leg k ON k.id = v.id
+    ORDER BY rrf DESC, id
+    LIMIT :top_k
 )
 SELECT
     m.id, m.memory_type, m.user_id, m.group_id, m.timestamp, m.content, m.title, m.summary, m.memcell_id,
@@ -165,5 +168,4 @@ SELECT
     (SELECT count(*) FROM bm25_leg) AS bm25_count
 FROM fused f
 JOIN memories m ON m.id = f.id
-ORDER BY f.rrf DESC, f.id
-LIMIT :top_k;
+ORDER BY f.rrf DESC, f.id;
