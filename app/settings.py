@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     embedding_base_url: str | None = None
     embedding_api_key: str | None = None
     embedding_batch_size: int = 64
+    embedding_threads: int = 1
+    """torch threads of the local model; 1 leaves the other cores to the HTTP worker and PostgreSQL (more
+    throughput under concurrent load, no spinning threads); 0 = torch's default (every core)."""
     embedding_timeout_s: float = 30.0
 
     # --- retrieval ------------------------------------------------------------------------------

