@@ -107,7 +107,9 @@ def panel_plot(
 
     columns = min(columns, len(panels))
     rows = -(-len(panels) // columns)
-    figure, grid = plt.subplots(rows, columns, figsize=(max(8.0, 5.5 * columns), 3.6 * rows + 1.2), dpi=72, squeeze=False)
+    figure, grid = plt.subplots(
+        rows, columns, figsize=(max(8.0, 5.5 * columns), 3.6 * rows + 1.2), dpi=72, squeeze=False
+    )
     for axes, (title, series) in zip(grid.flat, panels.items(), strict=False):
         for label, (xs, ys) in series.items():
             style = "-" if not label.startswith("raw-") else "--"
