@@ -102,21 +102,26 @@ def test_locomo_parsing(tmp_path: Path) -> None:
     assert conversation.questions[2].evidence == ["D1:2", "D2:1"]
 
 
-def test_locomo_benchmark_end_to_end(tmp_path: Path) -> None:
+def test_locomo_benchmark_end_to_end(tmp_path: Path, fake_llm) -> None:
     data = tmp_path / "tiny.json"
     data.write_text(json.dumps(TINY_LOCOMO))
     out = tmp_path / "out"
-    run(parse_args(["--data", str(data), "--out", str(out)]))
+    # --llm: retrieve_agentic too, its LLM the OpenAI-compatible stand-in (judges every round one sufficient).
+    fake_llm.on("is_sufficient", {"is_sufficient": True, "reasoning": "enough", "refined_queries": []})
+    fake_llm.handler = lambda body: "{}"
+    run(parse_args(["--data", str(data), "--out", str(out), "--llm", fake_llm.base_url, "--llm-api-key", "test"]))
 
     payload = json.loads((out / "results.json").read_text())
     assert payload["config"]["questions"] == 4
     assert payload["timing"]["ingestion_s"] > 0
-    assert payload["timing"]["memsys_requests"] == 4 * 6
+    assert payload["timing"]["memsys_requests"] == 4 * (6 + 1)
+    assert fake_llm.chat_requests, "retrieve_agentic never reached the LLM"
     rows = payload["results"]
     variants = {(r["system"], r["retrieval_mode"], r["data_source"]) for r in rows}
     for mode in ("rrf", "embedding", "bm25"):
         for source in ("episode", "event_log"):
             assert ("memsys", mode, source) in variants
+    assert ("memsys", "agentic", "episode") in variants
     assert {"raw-bm25", "raw-dense", "raw-rrf"} <= {r["system"] for r in rows}
     for row in rows:
         assert set(row["recall_at_k"]) == {"1", "5", "10", "20"}
