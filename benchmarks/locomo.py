@@ -343,6 +343,7 @@ def plot(rows: list[dict], out_dir: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> dict:
+    run_started = time.perf_counter()
     conversations = load_conversations(args.data, args.limit_conversations)
     limit_questions(conversations, args.limit_questions)
     questions = [q for c in conversations for q in c.questions]
@@ -379,6 +380,7 @@ def run(args: argparse.Namespace) -> dict:
         "memsys_requests": len(latencies),
         "memsys_request_ms": percentiles(latencies),
         "baselines_s": round(baseline_s, 1),
+        "total_s": round(time.perf_counter() - run_started, 1),
     }
     path = save(
         "results",
