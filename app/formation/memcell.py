@@ -98,9 +98,24 @@ class Draft:
     valid_from: date | None = None
     valid_to: date | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+    """The turns around a message (offline event log): a reply like "Yes, yesterday!" is found by what it
+    answers. Indexed with the memory, for BM25 and for the embedding, and never returned: the memory's
+    content stays the message alone, so retrieval hands a reader no more text than before."""
 
     def embedding_text(self) -> str:
+        if self.before or self.after:
+            return "\n".join([*self.before, self.content, *self.after])
         return "\n".join(part for part in (self.title, self.content) if part)
+
+    def search_text(self) -> str:
+        """What BM25 indexes: title and content; with context around it, the content's own words count
+        twice against its neighbours' (they help find it, but it is what the memory says)."""
+        own = "\n".join(part for part in (self.title, self.content) if part)
+        if not (self.before or self.after):
+            return own
+        return "\n".join([own, *self.before, own, *self.after])
 
 
 @dataclass

@@ -7,7 +7,7 @@ Per MemCell it produces exactly:
   stored once as the group episode (``user_id`` NULL) and once per participant (``user_id`` = them), the
   same text embedded once. A personal stream has only its owner's episode (there is no group);
 * the **event log**: one entry per message, ``"<speaker>: <content>"`` at the message's time, owned by
-  its sender;
+  its sender, indexed (BM25 and embedding, not returned) with the turn before and the turn after it;
 * a **derived profile** per participant (see ``profiles.derived_profile``);
 * no semantic memories: forward-looking implications need a model.
 """
@@ -22,6 +22,8 @@ from app.formation.memcell import Context, Draft, Extraction, MemCell
 
 TITLE_KEYWORDS = 3
 OPENING_CHARS = 120
+CONTEXT_TURNS = 1
+"""Turns before and after a message indexed with its event-log entry (see Draft.before)."""
 
 
 def transcript(cell: MemCell, context: Context) -> str:
@@ -90,17 +92,20 @@ def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[s
         for owner in owners
     ]
     zone = context.zone
+    lines = [f"{context.name_of(m['sender'], m['sender_name'])}: {m['content']}" for m in cell.messages]
     drafts += [
         Draft(
             "event_log",
-            content=f"{context.name_of(m['sender'], m['sender_name'])}: {m['content']}",
+            content=lines[i],
             timestamp=m["create_time"],
             source_message_ids=[m["message_id"]],
             user_id=m["sender"],
             group_id=group_id,
             metadata={"extraction": "offline", "local_time": m["create_time"].astimezone(zone).isoformat()},
+            before=lines[max(0, i - CONTEXT_TURNS) : i],
+            after=lines[i + 1 : i + 1 + CONTEXT_TURNS],
         )
-        for m in cell.messages
+        for i, m in enumerate(cell.messages)
     ]
     new_profiles = {
         user: profiles.derived_profile(user, cell, context, (previous_profiles.get(user) or {}).get("profile"))

@@ -71,7 +71,12 @@ async def is_due(conn: AsyncConnection, runtime: Runtime, stream: Stream) -> boo
     snapshot tells whether anything closes (when nothing does, memorize answers at once, without the lock);
     with an LLM, any message the judge has not seen makes it due.
     """
-    pending = await repo.pending_messages(conn, stream)
+    # The rules close a MemCell within its first boundary_max_messages messages at the latest, so that
+    # many are enough to decide, however long a backlog has grown.
+    limit = runtime.settings.boundary_max_messages
+    pending = await repo.pending_messages(conn, stream, limit=limit)
+    if len(pending) >= limit:
+        return True
     if runtime.llm is not None and runtime.llm.configured and any(not m["boundary_checked"] for m in pending[1:]):
         return True
     cuts = await boundary.cut(pending, boundary.BoundaryRules.from_settings(runtime.settings))
@@ -107,9 +112,12 @@ async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flus
     rules = boundary.BoundaryRules.from_settings(runtime.settings)
     outcome = FormationOutcome()
     meta: dict[str, Any] | None = None
+    # A memorize closes what the first two MemCells' worth of pending messages call for (at most two
+    # MemCells); cuts of a prefix are the cuts of the whole, so the backlog is formed in order.
+    limit = None if flush else 2 * rules.max_messages + 1
     for _ in range(FLUSH_PASSES if flush else 1):
         async with conn.begin():
-            pending = await repo.pending_messages(conn, stream)
+            pending = await repo.pending_messages(conn, stream, limit=limit)
             if pending and stream.group_id and meta is None:
                 meta = await conversation_meta(conn, stream.group_id)
         if not pending:
@@ -252,6 +260,7 @@ def _new_memory(draft: Draft, memcell_id, vector: list[float]) -> NewMemory:
         valid_from=draft.valid_from,
         valid_to=draft.valid_to,
         metadata=draft.metadata,
+        search_text=draft.search_text(),
     )
 
 
