@@ -21,6 +21,7 @@ import os
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlparse
 
 import httpx
 
@@ -45,7 +46,49 @@ def message(group: str, client: int, i: int, start: datetime) -> dict:
     }
 
 
-async def run_scenario(base_url: str, name: str, clients: int, messages: int, shared_group: bool) -> dict:
+class ServerCPU:
+    """CPU seconds used by the memsys process and its PostgreSQL (postmaster and backends), so that the
+    figures can be read on a machine other work shares: messages per CPU-second do not depend on it."""
+
+    def __init__(self, base_url: str) -> None:
+        self.processes: list = []
+        try:
+            import psutil
+
+            port = urlparse(base_url).port
+            pid = next(c.pid for c in psutil.net_connections("tcp") if c.laddr.port == port and c.pid)
+            server = psutil.Process(pid)
+            data_dir = server.environ().get("MEMSYS_DATA_DIR")
+            self.processes = [server]
+            if data_dir:
+                marker = f"{data_dir}/pg"
+                self.processes += [
+                    p
+                    for p in psutil.process_iter(["cmdline"])
+                    if "-D" in (p.info["cmdline"] or []) and marker in (p.info["cmdline"] or [])
+                ]
+        except Exception:  # noqa: BLE001  (a benchmark against --base-url elsewhere has no local process)
+            self.processes = []
+
+    def seconds(self) -> float | None:
+        if not self.processes:
+            return None
+        total = 0.0
+        for process in self.processes:
+            try:
+                for p in [process, *process.children(recursive=True)]:
+                    times = p.cpu_times()
+                    total += times.user + times.system
+                times = process.cpu_times()
+                total += times.children_user + times.children_system
+            except Exception:  # noqa: BLE001  a backend that ended between listing and reading
+                continue
+        return total
+
+
+async def run_scenario(
+    base_url: str, name: str, clients: int, messages: int, shared_group: bool, cpu: ServerCPU | None = None
+) -> dict:
     run = uuid.uuid4().hex[:8]
     start = datetime(2025, 1, 15, 10, tzinfo=UTC)
     per_client = messages // clients
@@ -70,9 +113,11 @@ async def run_scenario(base_url: str, name: str, clients: int, messages: int, sh
                 outcomes[result["status_info"]] = outcomes.get(result["status_info"], 0) + 1
                 event_logs += sum(m["memory_type"] == "event_log" for m in result["saved_memories"])
 
+        cpu_before = cpu.seconds() if cpu else None
         began = time.perf_counter()
         await asyncio.gather(*(client(c) for c in range(clients)))
         elapsed = time.perf_counter() - began
+        cpu_used = cpu.seconds() - cpu_before if cpu and cpu_before is not None else None
 
         for group in dict.fromkeys(groups):
             flushed = await http.post("/api/v3/agentic/flush", json={"group_id": group})
@@ -96,6 +141,8 @@ async def run_scenario(base_url: str, name: str, clients: int, messages: int, sh
         "p99_ms": latency["p99"],
         "extracted_answers": outcomes.get("extracted", 0),
         "accumulated_answers": outcomes.get("accumulated", 0),
+        "server_cpu_s": round(cpu_used, 1) if cpu_used else None,
+        "messages_per_cpu_s": round(sent / cpu_used, 1) if cpu_used else None,
         "load_avg_1m_before": round(load_before, 2),
         "load_avg_1m_after": round(load_after, 2),
     }
@@ -114,8 +161,9 @@ async def main_async(args: argparse.Namespace, base_url: str) -> list[dict]:
         ("16 clients, 1 group", 16, args.messages_concurrent, True),
     ]
     results = []
+    cpu = ServerCPU(base_url)
     for name, clients, messages, shared in scenarios:
-        results.append(await run_scenario(base_url, name, clients, messages, shared_group=shared))
+        results.append(await run_scenario(base_url, name, clients, messages, shared_group=shared, cpu=cpu))
         print(
             f"{name}: {results[-1]['messages_per_s']} messages/s, p50 {results[-1]['p50_ms']} ms, "
             f"p95 {results[-1]['p95_ms']} ms",
@@ -136,7 +184,7 @@ def main() -> None:
     with memsys_server(args.base_url, env=env) as base_url:
         results = asyncio.run(main_async(args, base_url))
     columns = ["scenario", "clients", "groups", "messages", "seconds", "messages_per_s", "p50_ms", "p95_ms"]
-    print_table(results, [*columns, "extracted_answers", "load_avg_1m_before"])
+    print_table(results, [*columns, "messages_per_cpu_s", "load_avg_1m_before"])
     config = {
         "mode": "offline formation, local all-MiniLM-L6-v2 embeddings",
         "boundary_max_messages": 50,

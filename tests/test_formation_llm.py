@@ -9,7 +9,17 @@ from litestar.testing import TestClient
 
 from app.settings import Settings
 from tests.fake_llm import FakeLLM, Reply
-from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, app_client, conversation, message, rows
+from tests.formation_helpers import (
+    FLUSH,
+    MEMORIZE,
+    META,
+    META_BODY,
+    app_client,
+    assert_each_message_in_one_memcell,
+    conversation,
+    message,
+    rows,
+)
 
 SAME_EPISODE = {"should_end": False, "reasoning": "same topic", "topic_summary": "search feature"}
 
@@ -280,3 +290,28 @@ def test_embedder_failure_keeps_messages_pending(llm_settings: Settings, fake_ll
         again = client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]
         assert again["status_info"] == "extracted"
     assert rows(database_url, "SELECT DISTINCT status FROM messages") == [{"status": "processed"}]
+
+
+def test_a_backlog_is_formed_in_order_at_most_two_memcells_per_memorize(
+    llm_settings: Settings, fake_llm: FakeLLM, database_url: str
+):
+    """While the embedder is down a backlog builds up; once it is back, a memorize forms at most two
+    MemCells (bounded latency), in conversation order, and a flush forms the rest."""
+    embedding = {"embedding_provider": "openai", "embedding_base_url": fake_llm.base_url, "llm_api_key": None}
+    with app_client(llm_settings, boundary_max_messages=3, **embedding) as client:
+        fake_llm.queue(*[Reply(status=500)] * 40, path="/v1/embeddings")
+        for i in range(1, 11):
+            answer = client.post(MEMORIZE, json=message(i, f"backlog message {i}")).json()["result"]
+            assert answer["status_info"] == "accumulated"
+        assert "Embedding failed" in answer["warning"]
+        fake_llm.reset()
+        assert client.post(MEMORIZE, json=message(11, "back again")).json()["result"]["status_info"] == "extracted"
+        cells = rows(database_url, "SELECT message_ids FROM memcells ORDER BY start_time")
+        assert [c["message_ids"] for c in cells] == [
+            ["msg_001", "msg_002", "msg_003"],
+            ["msg_004", "msg_005", "msg_006"],
+        ]
+        client.post(FLUSH, json={"group_id": "group_123"})
+    cells = rows(database_url, "SELECT message_ids FROM memcells ORDER BY start_time")
+    assert [len(c["message_ids"]) for c in cells] == [3, 3, 3, 2]
+    assert_each_message_in_one_memcell(database_url, {f"msg_{i:03d}" for i in range(1, 12)})

@@ -43,8 +43,8 @@ async def unlock_stream(conn: AsyncConnection, stream: Stream) -> bool:
     return bool((await conn.execute(_UNLOCK, {"key": stream.lock_key()})).scalar())
 
 
-async def pending_messages(conn: AsyncConnection, stream: Stream) -> list[dict[str, Any]]:
-    """The stream's pending messages in conversation order (ties by arrival)."""
+async def pending_messages(conn: AsyncConnection, stream: Stream, limit: int | None = None) -> list[dict[str, Any]]:
+    """The stream's pending messages in conversation order (ties by arrival); the first ``limit`` only."""
     statement = (
         select(*PENDING_COLUMNS)
         .where(
@@ -53,6 +53,7 @@ async def pending_messages(conn: AsyncConnection, stream: Stream) -> list[dict[s
             messages.c.status == "pending",
         )
         .order_by(messages.c.create_time, messages.c.id)
+        .limit(limit)
     )
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
 
