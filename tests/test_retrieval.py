@@ -238,9 +238,3 @@ def test_profile_returns_the_latest_version(client, database_url):
     assert item["user_id"] == "u1" and item["group_id"] == "g1" and item["score"] == 1.0
     assert '"hobbies"' in item["content"]
     assert result["metadata"]["data_source"] == "profile"
-
-
-def test_time_aware_is_accepted_and_ignored(client, corpus):
-    plain = retrieve(client, query="Beijing")
-    aware = retrieve(client, query="Beijing", time_aware=True)
-    assert [m["id"] for m in plain["memories"]] == [m["id"] for m in aware["memories"]]

@@ -13,7 +13,6 @@ caller's mistake: 400.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from datetime import UTC, date, datetime, timedelta
@@ -26,7 +25,7 @@ from app.errors import InvalidParameter
 from app.providers.llm import LLMAuthError, LLMClient, LLMConfig, LLMError, LLMNotConfigured
 from app.providers.rerank import HttpReranker, LLMReranker, NoReranker, Reranker, RerankError
 from app.retrieval import service as retrieval
-from app.retrieval.repository import SearchFilters
+from app.retrieval.time_aware import fit_filters
 from app.runtime import Runtime
 from app.text.time_expressions import TimeWindow, find_time_window, has_time_hint
 
@@ -71,7 +70,7 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
     window = find_time_window(request.query, today) if request.time_aware else None
     ask_llm_for_time = request.time_aware and window is None and has_time_hint(request.query)
     explicit_range = "time_range_days" in request.model_fields_set
-    filters = _narrowed(retrieval.filters_for(request), window, explicit_range)
+    filters = fit_filters(retrieval.filters_for(request), window, explicit_range)
 
     async def search(query: str, vector: list[float] | None = None) -> list[dict]:
         found = await retrieval.search(
@@ -90,7 +89,7 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
     timer.since("round1_total", t)
     if window is None and llm_window is not None:
         window = llm_window
-        filters = _narrowed(filters, window, explicit_range)
+        filters = fit_filters(filters, window, explicit_range)
 
     state: dict[str, Any] = {
         "is_sufficient": None,
@@ -158,28 +157,6 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
     if state["fallback_reason"]:
         message = f"Agentic retrieval fell back to hybrid search, found {len(final)} memories"
     return message, AgenticResult(memories=final, count=len(final), metadata=metadata)
-
-
-def _narrowed(filters: SearchFilters, window: TimeWindow | None, explicit_range: bool) -> SearchFilters:
-    """Fit the SQL's time bounds to the window the query names.
-
-    A window the query asks for plainly ("only last week") becomes the time filter. Any other window
-    widens the default ``time_range_days`` so that memories in it can be found and boosted ("two years
-    ago" must not be cut off by the default of 365 days); a ``time_range_days`` the caller set is kept.
-    """
-    if window is None:
-        return filters
-    start = datetime.combine(window.start, datetime.min.time(), tzinfo=UTC)
-    end = datetime.combine(window.end + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
-    if window.plain_filter:
-        if explicit_range:
-            return dataclasses.replace(
-                filters, time_from=max(filters.time_from, start), time_to=min(filters.time_to, end)
-            )
-        return dataclasses.replace(filters, time_from=start, time_to=end)
-    if explicit_range:
-        return filters
-    return dataclasses.replace(filters, time_from=min(filters.time_from, start), time_to=max(filters.time_to, end))
 
 
 async def _timed(timer: _Timer, name: str, awaitable):

@@ -27,7 +27,11 @@ class RetrieveLightweightRequest(BaseModel):
         default=None, description="YYYY-MM-DD: the reference day; semantic memories must be valid on it"
     )
     radius: float | None = Field(default=None, ge=-1, le=1, description="Minimum cosine similarity; none by default")
-    time_aware: bool = Field(default=False, description="Reserved for time-expression parsing; ignored for now")
+    time_aware: bool = Field(
+        default=False,
+        description="Find a time expression in the query ('last week', '去年五月') and boost memories in that window "
+        "(or filter to it when the query says so plainly, 'only last week')",
+    )
 
     _parse_current_time = field_validator("current_time", mode="before")(
         lambda value: None if value is None else parse_day(value)
@@ -62,6 +66,7 @@ class RetrievedMemory(BaseModel):
     valid_from: str | None = None
     valid_to: str | None = None
     profile: dict[str, Any] | None = Field(default=None, description="data_source=profile only: the profile JSON")
+    weight: float | None = Field(default=None, description="time_aware only: the time factor; order is score * weight")
 
 
 class RetrievalMetadata(BaseModel):
@@ -74,6 +79,7 @@ class RetrievalMetadata(BaseModel):
     total_latency_ms: float
     query_embedding_ms: float
     time_range_days: int
+    time_window: dict[str, Any] | None = None
 
 
 class RetrieveLightweightResult(BaseModel):

@@ -23,8 +23,10 @@ from app.retrieval.schemas import (
     RetrieveLightweightRequest,
     RetrieveLightweightResult,
 )
+from app.retrieval.time_aware import fit_filters, time_factor
 from app.runtime import Runtime
 from app.settings import Settings
+from app.text.time_expressions import TimeWindow, find_time_window
 from app.text.tokenize import search_tokens
 
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
@@ -166,17 +168,25 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
     """Answer a retrieve_lightweight request: the message and the result."""
     started = time.perf_counter()
     validate(request)
+    window = None
     if request.data_source == "profile":
         found = SearchResult(memories=await profile(runtime, request.user_id or "", request.group_id or ""))
     else:
+        if request.time_aware:
+            window = find_time_window(request.query or "", request.current_time or datetime.now(UTC).date())
+        filters = fit_filters(filters_for(request), window, "time_range_days" in request.model_fields_set)
+        boosting = window is not None and not window.plain_filter
         found = await search(
             runtime,
             query=request.query or "",
-            filters=filters_for(request),
-            top_k=request.top_k,
+            filters=filters,
+            # A boost can lift a memory from below the top_k: rank a full candidate list, then cut.
+            top_k=max(request.top_k, runtime.settings.rrf_candidates) if boosting else request.top_k,
             mode=request.retrieval_mode,
             radius=request.radius,
         )
+        if boosting:
+            found.memories = _boosted(found.memories, window, runtime.settings.time_boost)[: request.top_k]
     memories = [RetrievedMemory(**memory) for memory in found.memories]
     metadata = RetrievalMetadata(
         retrieval_mode=request.retrieval_mode,
@@ -188,9 +198,16 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         total_latency_ms=round((time.perf_counter() - started) * 1000, 3),
         query_embedding_ms=round(found.query_embedding_ms, 3),
         time_range_days=request.time_range_days,
+        time_window=window.as_dict() if window else None,
     )
     message = f"Retrieval successful, found {len(memories)} memories"
     return message, RetrieveLightweightResult(memories=memories, count=len(memories), metadata=metadata)
+
+
+def _boosted(memories: list[dict[str, Any]], window: TimeWindow, boost: float) -> list[dict[str, Any]]:
+    """Memories in the window get ``weight`` = the boost; the order is by ``score * weight``."""
+    weighted = [{**memory, "weight": time_factor(memory, window, boost)} for memory in memories]
+    return sorted(weighted, key=lambda memory: -memory["score"] * memory["weight"])
 
 
 def _memory(row: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,70 @@
+"""retrieve_lightweight with time_aware: the window a query names boosts, or filters when asked plainly."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.retrieval_support import memory, retrieve, write
+
+TODAY = datetime(2025, 1, 15, 12, tzinfo=UTC)  # a Wednesday; "last week" is 6-12 January
+
+
+@pytest.fixture
+def dated(client, database_url):
+    embedder = client.app.state.runtime.embedder
+    rows = [
+        ("Alice cooked a curry for the team dinner", 30),
+        ("Alice cooked pasta for the family", 8),  # last week
+        ("Alice cooked dumplings with her grandmother", 700),  # in 2023
+    ]
+    written = write(
+        database_url,
+        [memory(t, embedder.embed_sync([t])[0], timestamp=TODAY - timedelta(days=d)) for t, d in rows],
+    )
+    return {row["content"]: row for row in written}
+
+
+def ask(client, query, **body):
+    return retrieve(client, query=query, group_id="g1", current_time="2025-01-15", **body)
+
+
+def test_off_by_default(client, dated):
+    result = ask(client, "What did Alice cook last week?")
+    assert result["metadata"]["time_window"] is None
+    assert all(m["weight"] is None for m in result["memories"])
+    assert len(result["memories"]) == 2  # the 2023 memory is outside the default 365 days
+
+
+def test_boost_puts_the_window_first(client, dated):
+    plain = ask(client, "What did Alice cook last week for the team?")
+    assert plain["memories"][0]["content"] == "Alice cooked a curry for the team dinner"
+    aware = ask(client, "What did Alice cook last week for the team?", time_aware=True)
+    window = aware["metadata"]["time_window"]
+    assert window == {"start": "2025-01-06", "end": "2025-01-12", "expression": "last week", "mode": "boost"}
+    first = aware["memories"][0]
+    assert first["content"] == "Alice cooked pasta for the family" and first["weight"] == 2.0
+    assert len(aware["memories"]) == 2
+
+
+def test_plain_words_filter_to_the_window(client, dated):
+    result = ask(client, "Only last week: what did Alice cook?", time_aware=True)
+    assert result["metadata"]["time_window"]["mode"] == "filter"
+    assert [m["content"] for m in result["memories"]] == ["Alice cooked pasta for the family"]
+
+
+def test_a_named_year_reaches_past_the_default_range_unless_the_range_is_given(client, dated):
+    result = ask(client, "What did Alice cook in 2023?", time_aware=True)
+    assert result["memories"][0]["content"] == "Alice cooked dumplings with her grandmother"
+    kept = ask(client, "What did Alice cook in 2023?", time_aware=True, time_range_days=365)
+    assert "Alice cooked dumplings with her grandmother" not in [m["content"] for m in kept["memories"]]
+
+
+def test_chinese_time_expression(client, database_url):
+    embedder = client.app.state.runtime.embedder
+    text = "爱丽丝上周做了饺子"
+    write(database_url, [memory(text, embedder.embed_sync([text])[0], timestamp=TODAY - timedelta(days=8))])
+    result = ask(client, "只看上周：爱丽丝做了什么？", time_aware=True)
+    assert result["metadata"]["time_window"]["expression"] == "上周"
+    assert [m["content"] for m in result["memories"]] == [text]
