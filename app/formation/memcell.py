@@ -100,18 +100,24 @@ class Draft:
     metadata: dict[str, Any] = field(default_factory=dict)
     before: list[str] = field(default_factory=list)
     after: list[str] = field(default_factory=list)
-    """The turns around a message (offline event log): a reply like "Yes, yesterday!" is found by what it
-    answers. Indexed with the memory, for BM25 and for the embedding, and never returned: the memory's
-    content stays the message alone, so retrieval hands a reader no more text than before."""
+    """The turns around a message (offline event log), nearest last in ``before`` and first in ``after``:
+    a reply like "Yes, yesterday!" is found by what it answers. Indexed with the memory and never
+    returned: the memory's content stays the message alone, so a reader gets no more text than before."""
 
+    EMBEDDING_CONTEXT_TURNS = 1
+    """Of the context, the nearest turn on each side goes into the embedding (more dilutes the vector;
+    BM25 takes all of it)."""
+
+    # With context, the message's own text appears twice: its words weigh double against its neighbours'.
     def embedding_text(self) -> str:
-        if self.before or self.after:
-            return "\n".join([*self.before, self.content, *self.after])
-        return "\n".join(part for part in (self.title, self.content) if part)
+        own = "\n".join(part for part in (self.title, self.content) if part)
+        if not (self.before or self.after):
+            return own
+        n = self.EMBEDDING_CONTEXT_TURNS
+        return "\n".join([own, *self.before[len(self.before) - n :], own, *self.after[:n]])
 
     def search_text(self) -> str:
-        """What BM25 indexes: title and content; with context around it, the content's own words count
-        twice against its neighbours' (they help find it, but it is what the memory says)."""
+        """What BM25 indexes: title and content, and the context around it."""
         own = "\n".join(part for part in (self.title, self.content) if part)
         if not (self.before or self.after):
             return own

@@ -7,7 +7,8 @@ Per MemCell it produces exactly:
   stored once as the group episode (``user_id`` NULL) and once per participant (``user_id`` = them), the
   same text embedded once. A personal stream has only its owner's episode (there is no group);
 * the **event log**: one entry per message, ``"<speaker>: <content>"`` at the message's time, owned by
-  its sender, indexed (BM25 and embedding, not returned) with the turn before and the turn after it;
+  its sender, indexed (not returned) with the turns around it: two either side for BM25, one for the
+  embedding, the message's own text counted twice;
 * a **derived profile** per participant (see ``profiles.derived_profile``);
 * no semantic memories: forward-looking implications need a model.
 """
@@ -22,7 +23,7 @@ from app.formation.memcell import Context, Draft, Extraction, MemCell
 
 TITLE_KEYWORDS = 3
 OPENING_CHARS = 120
-CONTEXT_TURNS = 1
+CONTEXT_TURNS = 2
 """Turns before and after a message indexed with its event-log entry (see Draft.before)."""
 
 
