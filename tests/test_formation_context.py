@@ -13,6 +13,8 @@ TURNS = [
     ("alice", "Did you finish the marathon in Lisbon?"),
     ("bob", "Yes! Crossed the line in four hours."),
     ("alice", "Amazing, congratulations."),
+    ("bob", "Thanks. Are you free for coffee on Friday?"),
+    ("alice", "Sure, the usual place at ten."),
 ]
 
 
@@ -37,6 +39,7 @@ def test_a_reply_is_found_by_what_it_answers(client: TestClient, database_url: s
     assert "lisbon" in rows["t1"].split()  # the question before it
     assert "congratul" in rows["t1"].split()  # the reply after it
     assert rows["t1"].split().count("line") == 2  # its own words count twice
+    assert "lisbon" in rows["t2"].split() and "lisbon" not in rows["t3"].split()  # two turns either side
 
     result = client.post(
         RETRIEVE,
@@ -50,4 +53,4 @@ def test_a_reply_is_found_by_what_it_answers(client: TestClient, database_url: s
     ).json()["result"]
     found = {m["source_message_ids"][0]: m["content"] for m in result["memories"]}
     assert found["t1"] == "bob: Yes! Crossed the line in four hours."  # the message alone, not its context
-    assert set(found) == {"t0", "t1"}  # the answer, through its question; not the unrelated third turn
+    assert set(found) == {"t0", "t1", "t2"}  # the answer through its question; not the turns 3+ away
