@@ -25,8 +25,10 @@ from urllib.parse import urlparse
 
 import httpx
 
+from app.text.tokenize import count_tokens
 from benchmarks.common import memsys_server, percentiles, print_table, save
 
+WORDS_PER_MESSAGE = 7
 WORDS = (
     "deploy release search index latency budget design review migration postgres vector memory agent "
     "schedule meeting customer feedback roadmap bug fix test coverage rollout"
@@ -34,7 +36,9 @@ WORDS = (
 
 
 def message(group: str, client: int, i: int, start: datetime) -> dict:
-    words = " ".join(WORDS[(i * 7 + k * 3 + client) % len(WORDS)] for k in range(12))
+    """A chat message about as long as the seed's ("Let's discuss the technical approach for the new
+    feature today": 11 words); formation embeds every message, so length is what costs."""
+    words = " ".join(WORDS[(i * 7 + k * 3 + client) % len(WORDS)] for k in range(WORDS_PER_MESSAGE))
     return {
         "group_id": group,
         "group_name": f"Bench {group}",
@@ -42,7 +46,7 @@ def message(group: str, client: int, i: int, start: datetime) -> dict:
         "create_time": (start + timedelta(seconds=i)).isoformat(),
         "sender": f"user_{client % 4}",
         "sender_name": f"User {client % 4}",
-        "content": f"Message {i} from client {client}: let's talk about {words}.",
+        "content": f"Let's talk about the {words} today",
     }
 
 
@@ -175,25 +179,34 @@ async def main_async(args: argparse.Namespace, base_url: str) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-url", help="drive this memsys instead of starting one")
-    parser.add_argument("--messages-single", type=int, default=600, help="messages sent by the single client")
-    parser.add_argument("--messages-concurrent", type=int, default=4800, help="messages sent by 16 clients")
+    parser.add_argument("--messages-single", type=int, default=300, help="messages sent by the single client")
+    parser.add_argument("--messages-concurrent", type=int, default=1600, help="messages sent by 16 clients")
     parser.add_argument("--out", default=None, help="directory for ingest.json (default benchmarks/results)")
+    parser.add_argument(
+        "--embedding-base-url",
+        help="embed through this OpenAI-compatible /embeddings endpoint instead of the local model "
+        "(to see the pipeline without the local model's CPU cost); results go to ingest_remote_embeddings.json",
+    )
     args = parser.parse_args()
 
     env = {"MEMSYS_LLM_API_KEY": "", "MEMSYS_EMBEDDING_PROVIDER": "local", "MEMSYS_LOG_LEVEL": "WARNING"}
+    if args.embedding_base_url:
+        env.update(MEMSYS_EMBEDDING_PROVIDER="openai", MEMSYS_EMBEDDING_BASE_URL=args.embedding_base_url)
     with memsys_server(args.base_url, env=env) as base_url:
         results = asyncio.run(main_async(args, base_url))
     columns = ["scenario", "clients", "groups", "messages", "seconds", "messages_per_s", "p50_ms", "p95_ms"]
     print_table(results, [*columns, "messages_per_cpu_s", "load_avg_1m_before"])
     config = {
-        "mode": "offline formation, local all-MiniLM-L6-v2 embeddings",
+        "mode": "offline formation, "
+        + (f"embeddings from {args.embedding_base_url}" if args.embedding_base_url else "local all-MiniLM-L6-v2"),
         "boundary_max_messages": 50,
         "closed_loop": True,
         "base_url": args.base_url or "own memsys on a fresh embedded database",
+        "message_tokens": count_tokens(message("g", 0, 0, datetime(2025, 1, 15, tzinfo=UTC))["content"]),
         "messages_single": args.messages_single,
         "messages_concurrent": args.messages_concurrent,
     }
-    path = save("ingest", config, results, out_dir=args.out)
+    path = save("ingest_remote_embeddings" if args.embedding_base_url else "ingest", config, results, out_dir=args.out)
     print(f"saved {path}")
 
 
