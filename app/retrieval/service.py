@@ -30,6 +30,7 @@ from app.text.time_expressions import TimeWindow, find_time_window
 from app.text.tokenize import search_tokens
 
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+RRF_DEPTH = 2  # each rrf leg brings at least this many times top_k candidates
 
 
 @dataclass
@@ -86,9 +87,10 @@ def filters_for(request: RetrieveLightweightRequest, now: datetime | None = None
 
 
 def tuning_for(settings: Settings, mode: str, top_k: int) -> SearchTuning:
-    """Each leg contributes ``rrf_candidates`` rows to the fusion (at least top_k); a single leg just top_k.
+    """Each leg contributes ``rrf_candidates`` rows to the fusion, and at least twice top_k: a memory just
+    outside one leg's top_k but high in the other must still reach the fusion. A single leg takes top_k.
     ef_search is sized to the leg's LIMIT so the filtered iterative scan can fill it."""
-    leg_limit = max(settings.rrf_candidates, top_k) if mode == "rrf" else top_k
+    leg_limit = max(settings.rrf_candidates, RRF_DEPTH * top_k) if mode == "rrf" else top_k
     return SearchTuning(
         leg_limit=leg_limit,
         ef_search=min(max(settings.hnsw_ef_search, leg_limit), MAX_EF_SEARCH),
