@@ -70,6 +70,7 @@ class LocalEmbedder:
         self.dimensions = dimensions
         self.name = f"local:{model}"
         self._batch_size = batch_size
+        self._batcher: _Coalescer | None = None
 
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -81,16 +82,66 @@ class LocalEmbedder:
         return vectors.tolist()
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        if self._worker is None:
-            return await asyncio.to_thread(self.embed_sync, texts)
         if not texts:
             return []
+        if all(len(text) <= COALESCE_MAX_CHARS for text in texts):
+            return await self._coalesced(texts)
+        return await self._encode(texts)
+
+    async def _coalesced(self, texts: list[str]) -> list[list[float]]:
+        loop = asyncio.get_running_loop()
+        if self._batcher is None or self._batcher.loop is not loop:
+            self._batcher = _Coalescer(self._encode, loop)
+        return await self._batcher.submit(texts)
+
+    async def _encode(self, texts: list[str]) -> list[list[float]]:
+        if self._worker is None:
+            return await asyncio.to_thread(self.embed_sync, texts)
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._worker, _worker_encode, texts, self._batch_size)
         except BrokenProcessPool as exc:
             _worker_pool.cache_clear()  # the next LocalEmbedder starts a new one
             raise EmbeddingError("The local embedding worker process died") from exc
+
+
+COALESCE_MAX_CHARS = 512
+"""Calls whose texts are all this short (queries) share trips to the model; longer ones go alone."""
+
+
+class _Coalescer:
+    """Concurrent short embed calls share one trip to the model: calls that arrive while a batch is being
+    encoded go together in the next one (no waiting on purpose). Eight queries in one forward pass cost
+    little more than one; eight forward passes in a row cost eight times as much."""
+
+    def __init__(self, encode, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._encode = encode
+        self._waiting: list[tuple[list[str], asyncio.Future]] = []
+        self._drainer: asyncio.Task | None = None
+
+    async def submit(self, texts: list[str]) -> list[list[float]]:
+        future = self.loop.create_future()
+        self._waiting.append((texts, future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = self.loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                vectors = await self._encode([text for texts, _ in batch for text in texts])
+            except Exception as exc:  # every caller of this batch gets the failure
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            start = 0
+            for texts, future in batch:
+                if not future.done():
+                    future.set_result(vectors[start : start + len(texts)])
+                start += len(texts)
 
 
 class OpenAICompatibleEmbedder:
