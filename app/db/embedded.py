@@ -27,6 +27,31 @@ def embedded_database_url(data_dir: Path, *, keep_running: bool = False) -> str:
     return uri
 
 
+def stop_embedded(data_dir: Path, timeout_s: float = 20.0) -> bool:
+    """Stop the embedded server of ``data_dir`` (fast shutdown: SIGINT to its postmaster), if one runs.
+
+    For tests and benchmarks that own a data directory; True when a server was stopped.
+    """
+    import os
+    import signal
+    import time
+
+    pid_file = data_dir / "pg" / "postmaster.pid"
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        os.kill(pid, signal.SIGINT)
+    except (OSError, ValueError, IndexError):
+        return False
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def libpq_url(url: str) -> str:
     """The URL in the form psql and libpq accept (no SQLAlchemy driver suffix)."""
     return url.replace("postgresql+psycopg://", "postgresql://", 1)
