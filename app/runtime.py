@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import migrate
+from app.db.embedded import release_embedded
 from app.db.engine import create_engine, resolve_database_url
 from app.providers.embeddings import Embedder, create_embedder
 from app.providers.llm import LLMClient
@@ -33,6 +34,8 @@ class Runtime:
         if self.llm is not None:
             await self.llm.close()
         await self.engine.dispose()
+        if not self.settings.database_url:
+            release_embedded(self.settings.resolved_data_dir())
 
 
 def build_runtime(settings: Settings) -> Runtime:

