@@ -103,9 +103,5 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
-    @property
-    def llm_enabled(self) -> bool:
-        return bool(self.llm_api_key)
-
     def resolved_data_dir(self) -> Path:
         return Path(os.path.expanduser(self.data_dir)).resolve()

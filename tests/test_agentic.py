@@ -89,6 +89,16 @@ def test_missing_query_is_400(api, fake_llm) -> None:
     assert response.status_code == 400 and response.json()["message"] == "Missing required field: query"
 
 
+def test_scope_rules_and_blank_ids_are_400_as_in_lightweight(api, fake_llm) -> None:
+    response = ask(api, fake_llm, query="What does Alice eat?", memory_scope="personal")
+    assert response.status_code == 400 and response.json()["message"] == "memory_scope=personal needs user_id"
+    response = ask(api, fake_llm, query="What does Alice eat?", user_id=" ")
+    assert response.status_code == 400 and "user_id" in response.json()["message"]
+    response = ask(api, fake_llm, query="What does Alice eat?", data_source="profile")
+    assert response.status_code == 400 and "data_source" in response.json()["message"]
+    assert fake_llm.chat_requests == []  # refused before any LLM call
+
+
 def test_sufficient_path_returns_round_one(api, corpus, fake_llm) -> None:
     fake_llm.on("is_sufficient", SUFFICIENT)
     response = ask(api, fake_llm, query="What does Alice like to eat?", top_k=3)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator
 
-from app.text.timeparse import parse_day
+from app.retrieval.schemas import ScopedSearchRequest
 
 
 class LLMConfigIn(BaseModel):
@@ -23,21 +22,13 @@ class LLMConfigIn(BaseModel):
         )
 
 
-class AgenticRequest(BaseModel):
+class AgenticRequest(ScopedSearchRequest):
     query: str = Field(min_length=1)
-    user_id: str | None = None
-    group_id: str | None = None
-    time_range_days: int = Field(default=365, ge=1, le=36500)
-    top_k: int = Field(default=20, ge=1, le=100)
-    memory_scope: Literal["all", "personal", "group"] = "all"
-    data_source: Literal["episode", "memcell", "event_log", "semantic_memory"] = "episode"
-    current_time: date | None = Field(default=None, description="YYYY-MM-DD; 'now' for relative time expressions")
+    data_source: Literal["episode", "event_log", "semantic_memory"] = Field(
+        default="episode", description="memcell is accepted as an alias of episode"
+    )
     time_aware: bool = Field(default=True, description="Boost (or filter to) the time window the query names")
     llm_config: LLMConfigIn | None = None
-
-    _parse_day = field_validator("current_time", mode="before")(
-        lambda value: None if value is None else parse_day(value)
-    )
 
     @field_validator("query")
     @classmethod
@@ -45,16 +36,6 @@ class AgenticRequest(BaseModel):
         if not value.strip():
             raise ValueError("must not be empty")
         return value
-
-    @model_validator(mode="after")
-    def _scope_needs_ids(self) -> AgenticRequest:
-        if self.memory_scope == "personal" and not self.user_id:
-            raise ValueError("memory_scope 'personal' needs user_id")
-        if self.memory_scope == "group" and not self.group_id:
-            raise ValueError("memory_scope 'group' needs group_id")
-        if self.data_source == "memcell":
-            self.data_source = "episode"
-        return self
 
 
 class AgenticMetadata(BaseModel):

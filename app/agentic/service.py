@@ -22,7 +22,7 @@ from app.agentic import prompts
 from app.agentic.schemas import AgenticMetadata, AgenticRequest, AgenticResult
 from app.agentic.weighting import apply_weights
 from app.errors import InvalidParameter
-from app.providers.llm import LLMAuthError, LLMClient, LLMConfig, LLMError, LLMNotConfigured
+from app.providers.llm import LLMAuthError, LLMBadOutput, LLMClient, LLMConfig, LLMError, LLMNotConfigured
 from app.providers.rerank import HttpReranker, LLMReranker, NoReranker, Reranker, RerankError
 from app.retrieval import service as retrieval
 from app.retrieval.time_aware import fit_filters
@@ -54,6 +54,7 @@ def make_reranker(runtime: Runtime, llm: LLMClient, config: LLMConfig) -> Rerank
 
 async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[str, AgenticResult]:
     started = time.perf_counter()
+    retrieval.validate(request)
     timer = _Timer()
     llm = runtime.llm or LLMClient.from_settings(runtime.settings)
     config = LLMConfig(**request.llm_config.model_dump()) if request.llm_config else LLMConfig()
@@ -199,8 +200,6 @@ def _dedupe(memories: list[dict]) -> list[dict]:
 
 def _parse_judgement(answer: Any, query: str) -> dict[str, Any]:
     if not isinstance(answer, dict) or "is_sufficient" not in answer:
-        from app.providers.llm import LLMBadOutput
-
         raise LLMBadOutput("The LLM's sufficiency answer has no is_sufficient field")
     sufficient = answer["is_sufficient"]
     if isinstance(sufficient, str):

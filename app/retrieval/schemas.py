@@ -14,30 +14,24 @@ DataSource = Literal["episode", "event_log", "semantic_memory", "profile"]
 MemoryScope = Literal["all", "personal", "group"]
 
 
-class RetrieveLightweightRequest(BaseModel):
-    query: str | None = Field(default=None, description="Required unless data_source is profile")
+class ScopedSearchRequest(BaseModel):
+    """The filters every retrieval request shares (lightweight and agentic); ``data_source`` is declared by
+    each request with the sources it accepts. Rules between fields: ``app.retrieval.service.validate``."""
+
     user_id: str | None = Field(default=None, description="Filter: memories of this user")
     group_id: str | None = Field(default=None, description="Filter: memories of this group")
     time_range_days: int = Field(default=365, ge=1, le=36500, description="Days before current_time (or now)")
     top_k: int = Field(default=20, ge=1, le=100)
-    retrieval_mode: RetrievalMode = "rrf"
-    data_source: DataSource = Field(default="episode", description="memcell is accepted as an alias of episode")
     memory_scope: MemoryScope = "all"
     current_time: date | None = Field(
         default=None, description="YYYY-MM-DD: the reference day; semantic memories must be valid on it"
-    )
-    radius: float | None = Field(default=None, ge=-1, le=1, description="Minimum cosine similarity; none by default")
-    time_aware: bool = Field(
-        default=False,
-        description="Find a time expression in the query ('last week', '去年五月') and boost memories in that window "
-        "(or filter to it when the query says so plainly, 'only last week')",
     )
 
     _parse_current_time = field_validator("current_time", mode="before")(
         lambda value: None if value is None else parse_day(value)
     )
 
-    @field_validator("data_source", mode="before")
+    @field_validator("data_source", mode="before", check_fields=False)
     @classmethod
     def _memcell_is_episode(cls, value: Any) -> Any:
         return "episode" if value == "memcell" else value
@@ -49,6 +43,18 @@ class RetrieveLightweightRequest(BaseModel):
         if value is not None and not value.strip():
             raise ValueError("must not be blank; leave it out to not filter by it")
         return value
+
+
+class RetrieveLightweightRequest(ScopedSearchRequest):
+    query: str | None = Field(default=None, description="Required unless data_source is profile")
+    retrieval_mode: RetrievalMode = "rrf"
+    data_source: DataSource = Field(default="episode", description="memcell is accepted as an alias of episode")
+    radius: float | None = Field(default=None, ge=-1, le=1, description="Minimum cosine similarity; none by default")
+    time_aware: bool = Field(
+        default=False,
+        description="Find a time expression in the query ('last week', '去年五月') and boost memories in that window "
+        "(or filter to it when the query says so plainly, 'only last week')",
+    )
 
 
 class RetrievedMemory(BaseModel):

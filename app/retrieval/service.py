@@ -22,6 +22,7 @@ from app.retrieval.schemas import (
     RetrievedMemory,
     RetrieveLightweightRequest,
     RetrieveLightweightResult,
+    ScopedSearchRequest,
 )
 from app.retrieval.time_aware import fit_filters, time_factor
 from app.runtime import Runtime
@@ -44,8 +45,8 @@ class SearchResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def validate(request: RetrieveLightweightRequest) -> None:
-    """The rules between fields that pydantic's per-field checks cannot express."""
+def validate(request: ScopedSearchRequest) -> None:
+    """The rules between fields that pydantic's per-field checks cannot express (lightweight and agentic)."""
     if request.data_source == "profile":
         if not request.user_id or not request.group_id:
             raise InvalidParameter("data_source=profile needs both user_id and group_id")
@@ -69,7 +70,7 @@ def time_window(
     return end - timedelta(days=time_range_days), end
 
 
-def filters_for(request: RetrieveLightweightRequest, now: datetime | None = None) -> SearchFilters:
+def filters_for(request: ScopedSearchRequest, now: datetime | None = None) -> SearchFilters:
     """Scope semantics of seed 000: all = user_id and group_id where given; personal = user_id only,
     across groups; group = group_id only, every member's memories."""
     time_from, time_to = time_window(request.time_range_days, request.current_time, now)
