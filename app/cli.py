@@ -1,4 +1,4 @@
-"""The ``memsys`` command: serve, migrate, db-url."""
+"""The ``memsys`` command: serve, migrate, db-url, keys."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=None, help="port (default MEMSYS_PORT or 1995)")
     commands.add_parser("migrate", help="apply the database migrations (alembic upgrade head)")
     commands.add_parser("db-url", help="print the database URL (starts the embedded server if needed)")
+    keys = commands.add_parser("keys", help="API keys: create, list, revoke (with the owner's database URL)")
+    key_commands = keys.add_subparsers(dest="keys_command", required=True)
+    create = key_commands.add_parser("create", help="create a key for a tenant (the tenant too, if new)")
+    create.add_argument("--tenant", required=True, help="tenant id: letters, digits, _ . - (at most 64)")
+    create.add_argument("--name", default=None, help="a label to recognise the key by")
+    key_commands.add_parser("list", help="list keys (never the keys themselves)")
+    revoke = key_commands.add_parser("revoke", help="revoke a key by its id (memsys keys list)")
+    revoke.add_argument("id")
     args = parser.parse_args(argv)
 
     settings = Settings()
@@ -25,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(settings, args.host or settings.host, args.port or settings.port)
     if args.command == "migrate":
         return _migrate(settings)
+    if args.command == "keys":
+        return _keys(settings, args)
     return _db_url(settings)
 
 
@@ -33,17 +43,61 @@ def _serve(settings: Settings, host: str, port: int) -> int:
 
     from app.http.app import create_app
 
+    settings = settings.model_copy(update={"host": host})
     uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower())
     return 0
 
 
 def _migrate(settings: Settings) -> int:
     from app.db import migrate
-    from app.db.engine import resolve_database_url
+    from app.db.engine import resolve_database_url, service_database_url
 
     url = resolve_database_url(settings)
-    migrate.upgrade(url, settings.embedding_dimensions)
+    migrate.upgrade(url, settings.embedding_dimensions, service_url=service_database_url(settings, url))
     print("migrated to head")
+    return 0
+
+
+def _keys(settings: Settings, args: argparse.Namespace) -> int:
+    """Keys are made and revoked with the owner's URL: the service's role may only read them."""
+    import asyncio
+
+    from app.db import migrate
+    from app.db.engine import create_engine, resolve_database_url, service_database_url
+    from app.errors import MemsysError
+    from app.tenancy import service
+
+    url = resolve_database_url(settings)
+    if settings.migrate_on_start:
+        migrate.upgrade(url, settings.embedding_dimensions, service_url=service_database_url(settings, url))
+
+    async def run() -> None:
+        engine = create_engine(url, settings)
+        try:
+            async with engine.begin() as conn:
+                if args.keys_command == "create":
+                    row, key = await service.create_key(conn, args.tenant, args.name)
+                    print(f"Created key {row['id']} ({row['key_prefix']}…) for tenant {row['tenant_id']}.")
+                    print("Keep it now: it is stored only as a hash and never shown again. Key:")
+                    print(key)
+                elif args.keys_command == "list":
+                    for row in await service.list_keys(conn):
+                        state = f"revoked {row['revoked_at']:%Y-%m-%d %H:%M}" if row["revoked_at"] else "active"
+                        print(
+                            f"{row['id']}  {row['tenant_id']:<20} {row['key_prefix']}…  {row['name'] or '-':<16} "
+                            f"created {row['created_at']:%Y-%m-%d %H:%M}  {state}"
+                        )
+                else:
+                    await service.revoke_key(conn, args.id)
+                    print(f"Revoked key {args.id}")
+        finally:
+            await engine.dispose()
+
+    try:
+        asyncio.run(run())
+    except MemsysError as exc:
+        print(f"memsys keys: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -17,6 +17,13 @@ class InvalidParameter(MemsysError):
     status_code = 400
 
 
+class Unauthorized(MemsysError):
+    """No valid API key (or anonymous access is not allowed)."""
+
+    code = "UNAUTHORIZED"
+    status_code = 401
+
+
 class NotFound(MemsysError):
     code = "NOT_FOUND"
     status_code = 404

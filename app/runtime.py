@@ -5,6 +5,7 @@ Built once (by the HTTP app's lifespan, the CLI or a benchmark) and passed to se
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 
@@ -12,10 +13,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import migrate
 from app.db.embedded import release_embedded
-from app.db.engine import create_engine, resolve_database_url
+from app.db.engine import check_service_role, create_engine, resolve_database_url, service_database_url
 from app.providers.embeddings import Embedder, create_embedder
 from app.providers.llm import LLMClient
 from app.settings import Settings
+from app.tenancy import scope
 from app.text import tokenize
 
 log = logging.getLogger(__name__)
@@ -25,10 +27,18 @@ log = logging.getLogger(__name__)
 class Runtime:
     settings: Settings
     engine: AsyncEngine
+    """The service's engine; in ``for_tenant``'s copy, scoped to that tenant (app.tenancy.scope)."""
     database_url: str
+    """The owner's URL (migrations, keys)."""
     embedder: Embedder
     llm: LLMClient | None = field(default=None)
     """The server's LLM client (formation uses it when ``llm.configured``; callers may override per call)."""
+    tenant: str | None = None
+    """None in the shared runtime, whose engine sees no tenant data; set in ``for_tenant``'s copies."""
+
+    def for_tenant(self, tenant: str) -> Runtime:
+        """The same runtime (pool, providers) with every transaction in ``tenant``: services take this."""
+        return dataclasses.replace(self, engine=scope.scoped(self.engine, tenant), tenant=tenant)
 
     async def close(self) -> None:
         if self.llm is not None:
@@ -39,16 +49,19 @@ class Runtime:
 
 
 def build_runtime(settings: Settings) -> Runtime:
-    """Connect (starting the embedded server if no URL is set), migrate if asked, check the schema."""
+    """Connect (starting the embedded server if no URL is set), migrate if asked, check the schema and that
+    the service's login is held by row-level security."""
     database_url = resolve_database_url(settings)
+    service_url = service_database_url(settings, database_url)
     if settings.migrate_on_start:
-        migrate.upgrade(database_url, settings.embedding_dimensions)
+        migrate.upgrade(database_url, settings.embedding_dimensions, service_url=service_url)
     migrate.check_embedding_dimensions(database_url, settings.embedding_dimensions)
+    check_service_role(service_url)
     embedder = create_embedder(settings)
     tokenize.warm_up()
     return Runtime(
         settings=settings,
-        engine=create_engine(database_url, settings),
+        engine=scope.install(create_engine(service_url, settings)),
         database_url=database_url,
         embedder=embedder,
         llm=LLMClient.from_settings(settings),

@@ -18,7 +18,12 @@ class Settings(BaseSettings):
 
     # --- database -------------------------------------------------------------------------------
     database_url: str | None = None
-    """Any PostgreSQL >= 15 with pgvector. Unset: an embedded server in ``data_dir``."""
+    """The owner's URL (migrations, ``memsys keys``): any PostgreSQL >= 15 with pgvector. Unset: an embedded
+    server in ``data_dir``."""
+    service_database_url: str | None = None
+    """The service's own login: a role that is neither superuser nor BYPASSRLS (row-level security holds).
+    Unset: the owner's URL with the user ``memsys_app``, the role the migrations create (no password: right
+    for the embedded server's socket; give a URL with a password for a server that asks for one)."""
     data_dir: Path = Path(".memsys")
     migrate_on_start: bool = True
     db_pool_size: int = 10
@@ -30,6 +35,9 @@ class Settings(BaseSettings):
     """Largest accepted ``content`` of one message, in UTF-8 bytes (413 above it)."""
     max_body_bytes: int = 1024 * 1024
     """Largest accepted request body (413 above it)."""
+    allow_anonymous: bool = False
+    """With no API key in the database the service is anonymous (tenant ``default``) on a loopback address
+    only; true allows it on any address."""
 
     # --- memory formation: boundaries ----------------------------------------------------------
     boundary_max_tokens: int = 8192

@@ -191,23 +191,8 @@ COPY_COLUMNS = (
 )
 COPY_TYPES = ["text", "text", "text", "uuid", "text[]", "text", "timestamptz", "date", "date", "text", "vector"]
 
+
 # Dropped before the load and built after it (same names and definitions as the migrations).
-INDEXES = {
-    "ix_memories_embedding_hnsw": "CREATE INDEX ix_memories_embedding_hnsw ON memories "
-    "USING hnsw (embedding vector_cosine_ops)",
-    **{
-        f"ix_memories_tsv_{t}": f"CREATE INDEX ix_memories_tsv_{t} ON memories USING gin (tsv) "
-        f"WHERE memory_type = '{t}'"
-        for t in ("episode", "event_log", "semantic_memory")
-    },
-    "ix_memories_memory_type_group_id_timestamp": "CREATE INDEX ix_memories_memory_type_group_id_timestamp "
-    "ON memories (memory_type, group_id, timestamp)",
-    "ix_memories_memory_type_user_id_timestamp": "CREATE INDEX ix_memories_memory_type_user_id_timestamp "
-    "ON memories (memory_type, user_id, timestamp)",
-    "ix_memories_memcell_id": "CREATE INDEX ix_memories_memcell_id ON memories (memcell_id)",
-}
-
-
 def load(url: str, corpus: Corpus, now: datetime, batch: int = 50_000, log=print) -> dict[str, float]:
     """COPY the corpus in (binary), indexes dropped during the load and rebuilt after; returns timings."""
     import psycopg
@@ -218,7 +203,15 @@ def load(url: str, corpus: Corpus, now: datetime, batch: int = 50_000, log=print
         register_vector(conn)
         conn.execute("SET maintenance_work_mem = '4GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
-        for name in INDEXES:
+        # The corpus belongs to the tenant 'default' (new rows take the setting as their tenant_id).
+        conn.execute("SET memsys.tenant_id = 'default'")
+        # The migrations' own index definitions, dropped for the load and rebuilt after it.
+        indexes = dict(
+            conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories' AND indexname <> 'pk_memories'"
+            ).fetchall()
+        )
+        for name in indexes:
             conn.execute(f"DROP INDEX IF EXISTS {name}")
         memcell_id = conn.execute(
             "INSERT INTO memcells (stream_kind, stream_id, group_id, start_time, end_time, message_ids, "
@@ -234,7 +227,7 @@ def load(url: str, corpus: Corpus, now: datetime, batch: int = 50_000, log=print
                     copy.write_row(row)
             log(f"  loaded {stop:,} memories ({time.perf_counter() - started:.0f} s)")
         timings["copy_s"] = round(time.perf_counter() - started, 1)
-        for name, ddl in INDEXES.items():
+        for name, ddl in indexes.items():
             began = time.perf_counter()
             conn.execute(ddl)
             timings[f"{name}_s"] = round(time.perf_counter() - began, 1)

@@ -25,7 +25,9 @@ from app.db.embedded import embedded_database_url, libpq_url
 from app.settings import Settings
 
 TEST_DB = "memsys_test"
-TABLES = "memories, memcells, messages, profiles, conversation_meta, bm25_term_stats, bm25_corpus_stats"
+TABLES = (
+    "tenants, api_keys, memories, memcells, messages, profiles, conversation_meta, bm25_term_stats, bm25_corpus_stats"
+)
 
 
 def _with_database(url: str, name: str) -> str:
@@ -71,6 +73,7 @@ def _empty_tables(request: pytest.FixtureRequest) -> Iterator[None]:
         url = request.getfixturevalue("database_url")
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"TRUNCATE {TABLES} CASCADE")
+            conn.execute("INSERT INTO tenants (tenant_id) VALUES ('default')")
 
 
 @pytest.fixture(scope="session")

@@ -46,11 +46,21 @@ def memory(
     )
 
 
-def write(database_url: str, new: list[NewMemory], batch: int = 2000) -> list[dict[str, Any]]:
-    """Insert the memories (one MemCell holds them all); returns their API-shaped rows in order."""
+def tenant_engine(database_url: str, tenant: str = "default"):
+    """An engine of the service's role (row-level security holds) whose transactions belong to ``tenant``."""
+    from app.db.engine import service_database_url
+    from app.settings import Settings
+    from app.tenancy import scope
+
+    url = service_database_url(Settings(database_url=database_url), database_url)
+    return scope.scoped(scope.install(create_async_engine(sqlalchemy_url(url))), tenant)
+
+
+def write(database_url: str, new: list[NewMemory], batch: int = 2000, tenant: str = "default") -> list[dict[str, Any]]:
+    """Insert the memories (one MemCell holds them all) in ``tenant``; returns their API-shaped rows in order."""
 
     async def run() -> list[dict[str, Any]]:
-        engine = create_async_engine(sqlalchemy_url(database_url))
+        engine = tenant_engine(database_url, tenant)
         try:
             async with engine.begin() as conn:
                 cell = (
@@ -90,12 +100,12 @@ def retrieve(client, **body: Any) -> dict[str, Any]:
 def search(settings, database_url: str, **kwargs: Any):
     """``app.retrieval.service.search`` with a runtime of its own (no embedder: give ``query_vector``
     or use mode bm25)."""
-    from app.db.engine import create_engine
     from app.retrieval import service
     from app.runtime import Runtime
 
     async def run():
-        runtime = Runtime(settings, create_engine(database_url, settings), database_url, embedder=None)
+        engine = tenant_engine(database_url)
+        runtime = Runtime(settings, engine, database_url, embedder=None, tenant="default")
         try:
             return await service.search(runtime, **kwargs)
         finally:

@@ -223,6 +223,7 @@ def test_profile_returns_the_latest_version(client, database_url):
 
     assert retrieve(client, data_source="profile", user_id="u1", group_id="g1")["count"] == 0
     with psycopg.connect(database_url) as conn:
+        conn.execute("SET memsys.tenant_id = 'default'")  # new rows take the setting as their tenant
         for version in (1, 2):
             conn.execute(
                 "INSERT INTO profiles (user_id, group_id, version, profile, source) VALUES (%s, %s, %s, %s, 'llm')",

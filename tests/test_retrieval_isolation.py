@@ -9,11 +9,9 @@ import random
 import numpy as np
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.db.embedded import sqlalchemy_url
 from app.retrieval import repository, service
-from tests.retrieval_support import memory, retrieve, search, window, write
+from tests.retrieval_support import memory, retrieve, search, tenant_engine, window, write
 
 TEXTS = [
     "Quarterly budget review with the finance team",
@@ -85,7 +83,7 @@ def test_selective_filter_over_hnsw_still_returns_top_k(settings, database_url):
     exact = sorted(rare_ids, key=lambda mid: -float(np.dot(vectors[[r["id"] for r in rows].index(mid)], query_vector)))
 
     async def run(iterative: bool):
-        engine = create_async_engine(sqlalchemy_url(database_url))
+        engine = tenant_engine(database_url)
         try:
             async with engine.begin() as conn:
                 await repository.configure_search(conn, service.tuning_for(settings, "embedding", 20))

@@ -16,7 +16,7 @@ async def upsert(conn: AsyncConnection, record: dict[str, Any]) -> dict[str, Any
     statement = insert(conversation_meta).values(**record)
     replaced = {key: statement.excluded[key] for key in record if key not in ("group_id", "created_at")}
     statement = statement.on_conflict_do_update(
-        index_elements=[conversation_meta.c.group_id],
+        index_elements=[conversation_meta.c.tenant_id, conversation_meta.c.group_id],
         set_={**replaced, "updated_at": func.now()},
     ).returning(*conversation_meta.c)
     return dict((await conn.execute(statement)).mappings().one())

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from sqlalchemy import create_engine as create_sync_engine
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.db.embedded import embedded_database_url, sqlalchemy_url
+from app.db.migrate import SERVICE_ROLE
+from app.errors import ConfigurationError
 from app.settings import Settings
 
 
 def resolve_database_url(settings: Settings, *, keep_running: bool = False) -> str:
-    """``MEMSYS_DATABASE_URL`` when set, else the embedded server's URL (started if need be)."""
+    """The owner's URL: ``MEMSYS_DATABASE_URL`` when set, else the embedded server's (started if need be)."""
     if settings.database_url:
         return settings.database_url
     return embedded_database_url(settings.resolved_data_dir(), keep_running=keep_running)
@@ -23,3 +28,28 @@ def create_engine(database_url: str, settings: Settings) -> AsyncEngine:
         pool_pre_ping=True,
         connect_args={"connect_timeout": 10},
     )
+
+
+def service_database_url(settings: Settings, owner_url: str) -> str:
+    """The URL the service logs in with: ``MEMSYS_SERVICE_DATABASE_URL``, else the owner's as ``memsys_app``."""
+    if settings.service_database_url:
+        return settings.service_database_url
+    return make_url(sqlalchemy_url(owner_url)).set(username=SERVICE_ROLE, password=None).render_as_string(False)
+
+
+def check_service_role(service_url: str) -> None:
+    """Refuse a service login that row-level security would not hold (superuser or BYPASSRLS)."""
+    engine = create_sync_engine(sqlalchemy_url(service_url), connect_args={"connect_timeout": 10})
+    try:
+        with engine.connect() as conn:
+            user, unsafe = conn.execute(
+                text("SELECT rolname, rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
+            ).one()
+    finally:
+        engine.dispose()
+    if unsafe:
+        raise ConfigurationError(
+            f"The service logs in as {user!r}, a superuser or BYPASSRLS role, for which row-level security does "
+            "not hold. Set MEMSYS_SERVICE_DATABASE_URL to a login of the role memsys_app (created by the "
+            "migrations) or of another role that is neither."
+        )

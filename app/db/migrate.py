@@ -5,10 +5,13 @@ from __future__ import annotations
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from app import PROJECT_ROOT
 from app.db.embedded import sqlalchemy_url
 from app.errors import ConfigurationError
+
+SERVICE_ROLE = "memsys_app"  # created and granted by migration 0003
 
 
 def alembic_config(database_url: str, embedding_dimensions: int) -> Config:
@@ -19,8 +22,26 @@ def alembic_config(database_url: str, embedding_dimensions: int) -> Config:
     return cfg
 
 
-def upgrade(database_url: str, embedding_dimensions: int, revision: str = "head") -> None:
+def upgrade(
+    database_url: str, embedding_dimensions: int, revision: str = "head", *, service_url: str | None = None
+) -> None:
+    """Migrate with the owner's URL; a password in the service's URL of ``memsys_app`` becomes that role's."""
     command.upgrade(alembic_config(database_url, embedding_dimensions), revision)
+    if service_url:
+        _set_service_password(database_url, service_url)
+
+
+def _set_service_password(database_url: str, service_url: str) -> None:
+    url = make_url(sqlalchemy_url(service_url))
+    if url.username != SERVICE_ROLE or not url.password:
+        return
+    engine = create_engine(sqlalchemy_url(database_url))
+    try:
+        with engine.begin() as conn:
+            quoted = conn.execute(text("SELECT quote_literal(:p)"), {"p": url.password}).scalar_one()
+            conn.execute(text(f"ALTER ROLE {SERVICE_ROLE} PASSWORD {quoted}"))
+    finally:
+        engine.dispose()
 
 
 def downgrade(database_url: str, embedding_dimensions: int, revision: str = "base") -> None:

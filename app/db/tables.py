@@ -20,6 +20,7 @@ from sqlalchemy import (
     Date,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
     Identity,
     Index,
     Integer,
@@ -52,15 +53,59 @@ def _uuid_pk() -> Column:
     return Column("id", Uuid, primary_key=True, server_default=text("gen_random_uuid()"))
 
 
+# Every row of tenant data carries its tenant, leading its primary key and indexes (also the distribution
+# column on Citus). It defaults to the tenant of the transaction (app.tenancy sets it with SET LOCAL), so
+# writes never name it; row-level security compares it with the same setting (migration 0003).
+TENANT_SETTING = "memsys.tenant_id"
+CURRENT_TENANT = f"NULLIF(current_setting('{TENANT_SETTING}', true), '')"
+
+
+def _tenant_id() -> Column:
+    return Column(
+        "tenant_id",
+        Text,
+        ForeignKey("tenants.tenant_id", ondelete="CASCADE"),
+        primary_key=True,
+        server_default=text(CURRENT_TENANT),
+    )
+
+
+def _memcell_fk(ondelete: str) -> ForeignKeyConstraint:
+    return ForeignKeyConstraint(["tenant_id", "memcell_id"], ["memcells.tenant_id", "memcells.id"], ondelete=ondelete)
+
+
 def _created_at() -> Column:
     return Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now())
 
 
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("tenant_id", Text, primary_key=True),
+    _created_at(),
+    CheckConstraint("tenant_id ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$'", name="tenant_id"),
+)
+
+# Keys are stored only as their SHA-256; the service's role may read this table (to find a key's tenant),
+# never write it: keys are made and revoked by ``memsys keys`` with the owner's URL.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    _uuid_pk(),
+    Column("tenant_id", Text, ForeignKey("tenants.tenant_id", ondelete="CASCADE"), nullable=False),
+    Column("name", Text, nullable=True),
+    Column("key_hash", Text, nullable=False, unique=True),
+    Column("key_prefix", Text, nullable=False),
+    _created_at(),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+)
+
 conversation_meta = Table(
     "conversation_meta",
     metadata,
+    _tenant_id(),
     _uuid_pk(),
-    Column("group_id", Text, nullable=False, unique=True),
+    Column("group_id", Text, nullable=False),
     Column("version", Text, nullable=False),
     Column("scene", Text, nullable=False),
     Column("scene_desc", Text, nullable=False),
@@ -71,11 +116,13 @@ conversation_meta = Table(
     Column("tags", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("tenant_id", "group_id"),
 )
 
 memcells = Table(
     "memcells",
     metadata,
+    _tenant_id(),
     _uuid_pk(),
     Column("stream_kind", Text, nullable=False),
     Column("stream_id", Text, nullable=False),
@@ -90,7 +137,7 @@ memcells = Table(
     _created_at(),
     CheckConstraint("stream_kind IN ('group', 'personal')", name="stream_kind"),
     CheckConstraint("extraction_mode IN ('llm', 'offline')", name="extraction_mode"),
-    Index(None, "stream_kind", "stream_id", "end_time"),
+    Index(None, "tenant_id", "stream_kind", "stream_id", "end_time"),
 )
 
 # The durable intake buffer: a message is committed here before memorize answers. ``status`` moves
@@ -98,6 +145,7 @@ memcells = Table(
 messages = Table(
     "messages",
     metadata,
+    _tenant_id(),
     Column("id", BigInteger, Identity(always=True), primary_key=True),
     Column("stream_kind", Text, nullable=False),
     Column("stream_id", Text, nullable=False),
@@ -112,19 +160,22 @@ messages = Table(
     Column("status", Text, nullable=False, server_default=text("'pending'")),
     Column("boundary_checked", Boolean, nullable=False, server_default=text("false")),
     Column("extract_attempts", Integer, nullable=False, server_default=text("0")),
-    Column("memcell_id", Uuid, ForeignKey("memcells.id", ondelete="SET NULL"), nullable=True),
+    Column("memcell_id", Uuid, nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    UniqueConstraint("stream_kind", "stream_id", "message_id"),
+    _memcell_fk("SET NULL (memcell_id)"),
+    UniqueConstraint("tenant_id", "stream_kind", "stream_id", "message_id"),
     CheckConstraint("stream_kind IN ('group', 'personal')", name="stream_kind"),
     CheckConstraint("status IN ('pending', 'processed')", name="status"),
     Index(
         "ix_messages_pending",
+        "tenant_id",
         "stream_kind",
         "stream_id",
         "create_time",
         postgresql_where=text("status = 'pending'"),
     ),
-    Index(None, "memcell_id"),
+    Index(None, "tenant_id", "memcell_id"),
+    Index(None, "tenant_id", "sender"),
 )
 
 
@@ -132,11 +183,12 @@ def _memories_table(dimensions: int) -> Table:
     return Table(
         "memories",
         metadata,
+        _tenant_id(),
         _uuid_pk(),
         Column("memory_type", Text, nullable=False),
         Column("user_id", Text, nullable=True),
         Column("group_id", Text, nullable=True),
-        Column("memcell_id", Uuid, ForeignKey("memcells.id", ondelete="CASCADE"), nullable=False),
+        Column("memcell_id", Uuid, nullable=False),
         Column("source_message_ids", ARRAY(Text), nullable=False),
         Column("title", Text, nullable=True),
         Column("summary", Text, nullable=True),
@@ -162,6 +214,7 @@ def _memories_table(dimensions: int) -> Table:
         ),
         Column("embedding", Vector(dimensions), nullable=False),
         _created_at(),
+        _memcell_fk("CASCADE"),
         CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),
         CheckConstraint("valid_from IS NULL OR valid_to IS NULL OR valid_from <= valid_to", name="validity"),
         Index(
@@ -180,20 +233,21 @@ def _memories_table(dimensions: int) -> Table:
             )
             for memory_type in MEMORY_TYPES
         ),
-        Index(None, "memory_type", "group_id", "timestamp"),
-        Index(None, "memory_type", "user_id", "timestamp"),
-        Index(None, "memcell_id"),
+        Index(None, "tenant_id", "memory_type", "group_id", "timestamp"),
+        Index(None, "tenant_id", "memory_type", "user_id", "timestamp"),
+        Index(None, "tenant_id", "memcell_id"),
     )
 
 
 memories = _memories_table(DEFAULT_EMBEDDING_DIMENSIONS)
 
-# BM25 needs, per memory type, the number of documents, their total length and each term's document
+# BM25 needs, per tenant and memory type, the number of documents, their total length and each term's document
 # frequency. Statement-level triggers on ``memories`` keep these in step with every insert and delete,
 # inside the writing transaction, so they stay right under concurrent writers.
 bm25_corpus_stats = Table(
     "bm25_corpus_stats",
     metadata,
+    _tenant_id(),
     Column("memory_type", Text, primary_key=True),
     Column("doc_count", BigInteger, nullable=False),
     Column("total_len", BigInteger, nullable=False),
@@ -202,6 +256,7 @@ bm25_corpus_stats = Table(
 bm25_term_stats = Table(
     "bm25_term_stats",
     metadata,
+    _tenant_id(),
     Column("memory_type", Text, primary_key=True),
     Column("term", Text, primary_key=True),
     Column("df", BigInteger, nullable=False),
@@ -210,14 +265,27 @@ bm25_term_stats = Table(
 profiles = Table(
     "profiles",
     metadata,
+    _tenant_id(),
     _uuid_pk(),
     Column("user_id", Text, nullable=False),
     Column("group_id", Text, nullable=True),
     Column("version", Integer, nullable=False),
     Column("profile", JSONB, nullable=False),
     Column("source", Text, nullable=False),
-    Column("memcell_id", Uuid, ForeignKey("memcells.id", ondelete="SET NULL"), nullable=True),
+    Column("memcell_id", Uuid, nullable=True),
     _created_at(),
-    UniqueConstraint("user_id", "group_id", "version", postgresql_nulls_not_distinct=True),
+    _memcell_fk("SET NULL (memcell_id)"),
+    UniqueConstraint("tenant_id", "user_id", "group_id", "version", postgresql_nulls_not_distinct=True),
     CheckConstraint("source IN ('llm', 'derived')", name="source"),
+)
+
+# The tables of tenant data: each has tenant_id and row-level security (ENABLE + FORCE, migration 0003).
+TENANT_TABLES = (
+    "conversation_meta",
+    "memcells",
+    "messages",
+    "memories",
+    "bm25_corpus_stats",
+    "bm25_term_stats",
+    "profiles",
 )

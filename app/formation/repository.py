@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import memcells, messages, profiles
 from app.formation.streams import Stream
+from app.tenancy.scope import tenant_of
 
 # hashtextextended gives a bigint key per stream; a collision between two streams only serialises them.
 _LOCK = text("SELECT pg_advisory_lock(hashtextextended(:key, 0))")
@@ -35,12 +36,17 @@ PENDING_COLUMNS = [
 async def lock_stream(conn: AsyncConnection, stream: Stream, *, wait: bool) -> bool:
     """Take the stream's session-level advisory lock (held across transactions, until unlock or the
     connection ends). ``wait=False`` gives up at once when another session holds it."""
-    result = await conn.execute(_LOCK if wait else _TRY_LOCK, {"key": stream.lock_key()})
+    result = await conn.execute(_LOCK if wait else _TRY_LOCK, {"key": _lock_key(conn, stream)})
     return True if wait else bool(result.scalar())
 
 
 async def unlock_stream(conn: AsyncConnection, stream: Stream) -> bool:
-    return bool((await conn.execute(_UNLOCK, {"key": stream.lock_key()})).scalar())
+    return bool((await conn.execute(_UNLOCK, {"key": _lock_key(conn, stream)})).scalar())
+
+
+def _lock_key(conn: AsyncConnection, stream: Stream) -> str:
+    # The same group id in two tenants is two streams.
+    return f"{tenant_of(conn)}/{stream.lock_key()}"
 
 
 async def pending_messages(conn: AsyncConnection, stream: Stream, limit: int | None = None) -> list[dict[str, Any]]:

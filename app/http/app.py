@@ -14,12 +14,14 @@ from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 
 from app.agentic.endpoints import AgenticController
 from app.conversation_meta.endpoints import ConversationMetaController
+from app.http.auth import authenticate
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
 from app.memorize.endpoints import MemorizeController
 from app.retrieval.endpoints import RetrievalController
 from app.runtime import build_runtime
 from app.settings import Settings
+from app.tenancy.service import refuse_open_anonymous
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +32,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
         runtime = await anyio.to_thread.run_sync(build_runtime, settings)
-        app.state.runtime = runtime
         try:
+            async with runtime.engine.connect() as conn:
+                await refuse_open_anonymous(conn, settings.host, settings.allow_anonymous)
+            app.state.runtime = runtime
             yield
         finally:
             await runtime.close()
@@ -39,6 +43,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     return Litestar(
         route_handlers=[health, ConversationMetaController, MemorizeController, RetrievalController, AgenticController],
         lifespan=[lifespan],
+        guards=[authenticate],
         exception_handlers=EXCEPTION_HANDLERS,
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(

@@ -1,20 +1,23 @@
-"""Dependencies handed to route handlers: the runtime, and one transaction per request."""
+"""Dependencies handed to route handlers: the runtime of the request's tenant, and one transaction per request."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from litestar.datastructures import State
+from litestar import Request
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.runtime import Runtime
 
 
-async def provide_runtime(state: State) -> Runtime:
-    return state.runtime
+async def provide_runtime(request: Request) -> Runtime:
+    """The shared runtime scoped to the tenant the auth guard found (app.http.auth)."""
+    return request.app.state.runtime.for_tenant(request.state.tenant)
 
 
-async def provide_transaction(state: State) -> AsyncGenerator[AsyncConnection, None]:
-    """A connection in a transaction, committed when the handler returns, rolled back if it raises."""
-    async with state.runtime.engine.begin() as conn:
+async def provide_transaction(request: Request) -> AsyncGenerator[AsyncConnection, None]:
+    """A connection in a transaction of the request's tenant, committed when the handler returns, rolled
+    back if it raises."""
+    runtime = await provide_runtime(request)
+    async with runtime.engine.begin() as conn:
         yield conn

@@ -15,7 +15,7 @@ async def insert_message(conn: AsyncConnection, row: dict[str, Any]) -> bool:
     statement = (
         insert(messages)
         .values(**row)
-        .on_conflict_do_nothing(index_elements=["stream_kind", "stream_id", "message_id"])
+        .on_conflict_do_nothing(index_elements=["tenant_id", "stream_kind", "stream_id", "message_id"])
         .returning(messages.c.id)
     )
     return (await conn.execute(statement)).first() is not None

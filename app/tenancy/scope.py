@@ -1,0 +1,55 @@
+"""The tenant of a transaction: the one place that issues ``SET LOCAL memsys.tenant_id``.
+
+A tenant-scoped engine (``scoped(engine, tenant)``) shares the pool of the service's engine and carries the
+tenant as an execution option; the ``begin`` listener that ``install`` puts on the engine sets it at the
+start of every transaction, explicit or automatic. Row-level security compares ``tenant_id`` with that
+setting (migration 0003), and new rows take it as their default: repositories never name the tenant. An
+engine that is not scoped sets nothing, and then sees and writes nothing. ``SET LOCAL`` (not ``set_config``)
+because Citus forwards it to its workers.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.db.tables import TENANT_SETTING
+from app.errors import InvalidParameter
+
+DEFAULT_TENANT = "default"
+TENANT_OPTION = "memsys_tenant"
+_TENANT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def check_tenant_id(tenant: str) -> str:
+    """A tenant id: 1-64 letters, digits, ``_ . -``, starting with a letter or digit (as the schema checks)."""
+    if not isinstance(tenant, str) or not _TENANT_ID.fullmatch(tenant):
+        raise InvalidParameter(
+            "Invalid tenant: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+    return tenant
+
+
+def install(engine: AsyncEngine) -> AsyncEngine:
+    """Make every transaction of a scoped engine set its tenant. Call once per engine."""
+    event.listen(engine.sync_engine, "begin", _set_tenant)
+    return engine
+
+
+def scoped(engine: AsyncEngine, tenant: str) -> AsyncEngine:
+    """A view of ``engine`` (same pool) whose transactions belong to ``tenant``."""
+    return engine.execution_options(**{TENANT_OPTION: check_tenant_id(tenant)})
+
+
+def tenant_of(conn: AsyncConnection) -> str | None:
+    return conn.sync_connection.get_execution_options().get(TENANT_OPTION)
+
+
+def _set_tenant(conn: Connection) -> None:
+    tenant = conn.get_execution_options().get(TENANT_OPTION)
+    if tenant is not None:
+        # SET takes no bind parameters; the id was checked against a pattern without quotes.
+        conn.exec_driver_sql(f"SET LOCAL {TENANT_SETTING} = '{check_tenant_id(tenant)}'")

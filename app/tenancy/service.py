@@ -1,0 +1,90 @@
+"""API keys: made, listed and revoked (the CLI), and turned into a tenant on every request (the HTTP guard).
+
+A key is ``msk_`` + 43 characters of ``secrets.token_urlsafe(32)`` (256 random bits), shown once and
+stored only as its SHA-256: a fast hash is right for a high-entropy secret. With no active key the
+service is anonymous on the tenant ``default``, where anonymity is allowed (``anonymous_allowed``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import secrets
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.errors import ConfigurationError, InvalidParameter, NotFound, Unauthorized
+from app.tenancy import repository
+from app.tenancy.scope import DEFAULT_TENANT, check_tenant_id
+
+KEY_PREFIX = "msk_"
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def anonymous_allowed(host: str, allow_anonymous: bool) -> bool:
+    """Anonymous access (no key in the database) only on a loopback address, unless allowed outright."""
+    return allow_anonymous or is_loopback(host)
+
+
+async def create_key(conn: AsyncConnection, tenant: str, name: str | None = None) -> tuple[dict[str, Any], str]:
+    """Create the tenant if new and a key for it; returns the stored row and the key (shown only now)."""
+    check_tenant_id(tenant)
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    await repository.ensure_tenant(conn, tenant)
+    row = await repository.insert_key(conn, tenant, name, key_hash(key), key[: len(KEY_PREFIX) + 6])
+    return row, key
+
+
+async def list_keys(conn: AsyncConnection) -> list[dict[str, Any]]:
+    return await repository.all_keys(conn)
+
+
+async def revoke_key(conn: AsyncConnection, key_id: str) -> None:
+    try:
+        parsed = UUID(key_id)
+    except ValueError as exc:
+        raise InvalidParameter(f"Invalid key id {key_id!r}: a key id is a UUID (see memsys keys list)") from exc
+    if not await repository.revoke(conn, parsed):
+        raise NotFound(f"No active key with id {key_id}")
+
+
+async def refuse_open_anonymous(conn: AsyncConnection, host: str, allow_anonymous: bool) -> None:
+    """At start-up: no key in the database on a non-loopback address means anyone could read everything."""
+    if anonymous_allowed(host, allow_anonymous):
+        return
+    _, any_key = await repository.key_lookup(conn, None)
+    if not any_key:
+        raise ConfigurationError(
+            f"Refusing to serve {host} without API keys: anyone reaching it would read and write every memory. "
+            "Create a key (memsys keys create --tenant T), bind to 127.0.0.1, or set MEMSYS_ALLOW_ANONYMOUS=true."
+        )
+
+
+async def authenticate(conn: AsyncConnection, bearer: str | None, *, anonymous_ok: bool) -> str:
+    """The tenant of a request: its key's, or ``default`` when no active key exists and anonymity is allowed."""
+    tenant, any_key = await repository.key_lookup(conn, key_hash(bearer) if bearer else None)
+    if tenant is not None:
+        return tenant
+    if any_key:
+        raise Unauthorized(
+            "Invalid or revoked API key" if bearer else "Missing API key: send Authorization: Bearer <key>"
+        )
+    if anonymous_ok:
+        return DEFAULT_TENANT
+    raise Unauthorized(
+        "No API key exists and anonymous access is off on this address: create one with memsys keys create"
+    )
