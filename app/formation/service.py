@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -85,18 +87,51 @@ async def is_due(conn: AsyncConnection, runtime: Runtime, stream: Stream) -> boo
 
 async def process_stream(runtime: Runtime, stream: Stream, *, flush: bool = False) -> FormationOutcome:
     """Close every MemCell the stream's pending messages call for (all of them when ``flush``)."""
+    async with _stream_locked(runtime, stream, wait=flush) as conn:
+        if conn is None:
+            return FormationOutcome()
+        return await _form(runtime, conn, stream, flush=flush)
+
+
+async def form_again(runtime: Runtime, stream: Stream, cells: list[list[int]]) -> FormationOutcome:
+    """Form each list of pending message ids (rows of ``messages``) into one MemCell, in order: the boundaries
+    a MemCell had before some of its messages were forgotten. Ids no longer pending are skipped."""
+    llm = runtime.llm if runtime.llm is not None and runtime.llm.configured else None
+    outcome = FormationOutcome()
+    async with _stream_locked(runtime, stream, wait=True) as conn:
+        async with conn.begin():
+            pending = await repo.pending_messages(conn, stream)
+            meta = await conversation_meta(conn, stream.group_id) if stream.group_id else None
+        for ids in cells:
+            wanted = set(ids)
+            messages = [m for m in pending if m["id"] in wanted]
+            if not messages:
+                continue
+            context = Context(stream, detect_language(m["content"] for m in messages), meta)
+            try:
+                outcome.memories += await _close(runtime, conn, context, MemCell(messages, "formed again"), llm)
+            except FormationDeferred as deferred:
+                outcome.warn(str(deferred))
+                break
+    return outcome
+
+
+@asynccontextmanager
+async def _stream_locked(runtime: Runtime, stream: Stream, *, wait: bool) -> AsyncIterator[AsyncConnection | None]:
+    """A connection holding the stream's advisory lock, or None when ``wait`` is False and another has it."""
     async with runtime.engine.connect() as conn:
         try:
-            locked = await repo.lock_stream(conn, stream, wait=flush)
+            locked = await repo.lock_stream(conn, stream, wait=wait)
             await conn.commit()
         except BaseException:
             # e.g. cancelled while waiting: the server may still grant the lock to this session later.
             await conn.invalidate()
             raise
         if not locked:
-            return FormationOutcome()
+            yield None
+            return
         try:
-            return await _form(runtime, conn, stream, flush=flush)
+            yield conn
         finally:
             await _release(conn, stream)
 

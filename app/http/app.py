@@ -14,14 +14,17 @@ from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 
 from app.agentic.endpoints import AgenticController
 from app.conversation_meta.endpoints import ConversationMetaController
+from app.forget.endpoints import ForgetController
 from app.http.auth import authenticate
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
+from app.memories.endpoints import MemoriesController
 from app.memorize.endpoints import MemorizeController
 from app.retrieval.endpoints import RetrievalController
 from app.runtime import build_runtime
 from app.settings import Settings
 from app.tenancy.service import refuse_open_anonymous
+from app.transfer.endpoints import ExportController
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,16 @@ def create_app(settings: Settings | None = None) -> Litestar:
             await runtime.close()
 
     return Litestar(
-        route_handlers=[health, ConversationMetaController, MemorizeController, RetrievalController, AgenticController],
+        route_handlers=[
+            health,
+            ConversationMetaController,
+            MemorizeController,
+            RetrievalController,
+            AgenticController,
+            MemoriesController,
+            ForgetController,
+            ExportController,
+        ],
         lifespan=[lifespan],
         guards=[authenticate],
         exception_handlers=EXCEPTION_HANDLERS,

@@ -8,7 +8,7 @@ from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import select
+from sqlalchemy import select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import memories
@@ -94,8 +94,35 @@ def to_api(row: dict[str, Any]) -> dict[str, Any]:
     out["id"] = str(row["id"])
     out["memcell_id"] = str(row["memcell_id"])
     out["timestamp"] = row["timestamp"].isoformat()
+    if row.get("created_at") is not None:
+        out["created_at"] = row["created_at"].isoformat()
     for key in ("valid_from", "valid_to"):
         if row.get(key) is not None:
             out[key] = row[key].isoformat()
     out["source_message_ids"] = list(row["source_message_ids"])
     return out
+
+
+async def page(
+    conn: AsyncConnection,
+    *,
+    user_id: str | None,
+    group_id: str | None,
+    memory_type: str | None,
+    start_time: datetime | None,
+    end_time: datetime | None,
+    after: tuple[datetime, UUID] | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Newest first by (timestamp, id); ``after`` is the last row of the previous page (keyset pagination)."""
+    statement = select(*RETURNED, memories.c.created_at).order_by(memories.c.timestamp.desc(), memories.c.id.desc())
+    conditions = [
+        memories.c.user_id == user_id if user_id is not None else None,
+        memories.c.group_id == group_id if group_id is not None else None,
+        memories.c.memory_type == memory_type if memory_type is not None else None,
+        memories.c.timestamp >= start_time if start_time is not None else None,
+        memories.c.timestamp < end_time if end_time is not None else None,
+        tuple_(memories.c.timestamp, memories.c.id) < tuple_(*after) if after is not None else None,
+    ]
+    statement = statement.where(*(c for c in conditions if c is not None)).limit(limit)
+    return [to_api(dict(row)) for row in (await conn.execute(statement)).mappings()]

@@ -1,0 +1,84 @@
+"""SQL of forgetting. Every statement runs in the caller's tenant (row-level security), in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import Table, delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db.tables import conversation_meta, memcells, memories, messages, profiles
+
+
+async def memcells_of_sender(conn: AsyncConnection, user_id: str) -> list[UUID]:
+    """The MemCells formed from any message the user sent (group and personal streams)."""
+    statement = (
+        select(messages.c.memcell_id).where(messages.c.sender == user_id, messages.c.memcell_id.is_not(None)).distinct()
+    )
+    return list((await conn.execute(statement)).scalars())
+
+
+async def other_messages_of(conn: AsyncConnection, memcell_ids: Sequence[UUID], user_id: str) -> list[dict[str, Any]]:
+    """The messages of these MemCells that others sent, with their MemCell, in conversation order."""
+    if not memcell_ids:
+        return []
+    statement = (
+        select(messages.c.id, messages.c.stream_kind, messages.c.stream_id, messages.c.memcell_id)
+        .where(messages.c.memcell_id.in_(list(memcell_ids)), messages.c.sender != user_id)
+        .order_by(messages.c.create_time, messages.c.id)
+    )
+    return [dict(row) for row in (await conn.execute(statement)).mappings()]
+
+
+async def delete_memcells(conn: AsyncConnection, ids: Sequence[UUID]) -> dict[str, int]:
+    """Delete the MemCells, their memories (ON DELETE CASCADE) and the profile versions they produced."""
+    if not ids:
+        return {"memcells": 0, "memories": 0, "profiles": 0}
+    ids = list(ids)
+    count = select(func.count()).select_from(memories).where(memories.c.memcell_id.in_(ids))
+    memory_count = (await conn.execute(count)).scalar_one()
+    profile_count = await _delete(conn, profiles, profiles.c.memcell_id.in_(ids))
+    return {
+        "memcells": await _delete(conn, memcells, memcells.c.id.in_(ids)),
+        "memories": memory_count,
+        "profiles": profile_count,
+    }
+
+
+async def reset_to_pending(conn: AsyncConnection, message_ids: Sequence[int]) -> None:
+    """Put messages back in the intake buffer, to be formed again (the boundary judge asked afresh)."""
+    if message_ids:
+        await conn.execute(
+            update(messages)
+            .where(messages.c.id.in_(list(message_ids)))
+            .values(status="pending", memcell_id=None, boundary_checked=False, extract_attempts=0)
+        )
+
+
+async def delete_user_rows(conn: AsyncConnection, user_id: str) -> dict[str, int]:
+    """The user's messages, the memories about them left after their MemCells went, and their profiles."""
+    return {
+        "messages": await _delete(conn, messages, messages.c.sender == user_id),
+        "memories": await _delete(conn, memories, memories.c.user_id == user_id),
+        "profiles": await _delete(conn, profiles, profiles.c.user_id == user_id),
+    }
+
+
+async def delete_group_rows(conn: AsyncConnection, group_id: str) -> dict[str, int]:
+    """Everything of the group: messages, MemCells (and their memories), memories, profiles, metadata."""
+    memory_count = await _delete(conn, memories, memories.c.group_id == group_id)
+    profile_count = await _delete(conn, profiles, profiles.c.group_id == group_id)
+    message_count = await _delete(conn, messages, messages.c.group_id == group_id)
+    return {
+        "messages": message_count,
+        "memcells": await _delete(conn, memcells, memcells.c.group_id == group_id),
+        "memories": memory_count,
+        "profiles": profile_count,
+        "conversation_meta": await _delete(conn, conversation_meta, conversation_meta.c.group_id == group_id),
+    }
+
+
+async def _delete(conn: AsyncConnection, table: Table, condition) -> int:
+    return (await conn.execute(delete(table).where(condition))).rowcount

@@ -1,0 +1,55 @@
+"""Forget a user or a group in the caller's tenant: one transaction deletes, then the streams the user shared
+with others are formed again from the messages that remain.
+
+Forgetting a user deletes their messages (in groups and their personal stream), every MemCell formed from
+any of their messages with all its memories and the profile versions it produced, and their profiles.
+The other members' messages of those MemCells go back to pending and are formed again, MemCell by MemCell
+with the old boundaries, so the others keep memories of their own words without the forgotten user's.
+Both operations are idempotent: forgetting someone unknown deletes nothing and answers the zero counts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from app.forget import repository
+from app.formation import service as formation
+from app.formation.streams import Stream
+from app.runtime import Runtime
+
+
+async def forget_user(runtime: Runtime, user_id: str) -> dict[str, Any]:
+    async with runtime.engine.begin() as conn:
+        cells = await repository.memcells_of_sender(conn, user_id)
+        others = await repository.other_messages_of(conn, cells, user_id)
+        deleted = await repository.delete_memcells(conn, cells)
+        await repository.reset_to_pending(conn, [m["id"] for m in others])
+        for key, count in (await repository.delete_user_rows(conn, user_id)).items():
+            deleted[key] = deleted.get(key, 0) + count
+    reformed = await _form_again(runtime, others)
+    return {"user_id": user_id, "deleted": deleted, **reformed}
+
+
+async def forget_group(runtime: Runtime, group_id: str) -> dict[str, Any]:
+    async with runtime.engine.begin() as conn:
+        deleted = await repository.delete_group_rows(conn, group_id)
+    return {"group_id": group_id, "deleted": deleted}
+
+
+async def _form_again(runtime: Runtime, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Form the remaining messages of each deleted MemCell into one MemCell again, stream by stream."""
+    cells: dict[Stream, dict[Any, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for message in messages:
+        cells[Stream(message["stream_kind"], message["stream_id"])][message["memcell_id"]].append(message["id"])
+    memcell_count, memories, warnings = 0, 0, []
+    for stream, by_cell in cells.items():
+        outcome = await formation.form_again(runtime, stream, list(by_cell.values()))
+        memcell_count += len({m["memcell_id"] for m in outcome.memories})
+        memories += len(outcome.memories)
+        if outcome.warning:
+            warnings.append(outcome.warning)
+    result: dict[str, Any] = {"reformed": {"memcells": memcell_count, "memories": memories}}
+    if warnings:
+        result["warning"] = " ".join(warnings)
+    return result

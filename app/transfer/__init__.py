@@ -1,0 +1,1 @@
+"""Export of what memsys holds (one versioned JSON format)."""

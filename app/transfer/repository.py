@@ -1,0 +1,53 @@
+"""Reads of a user's export, in the caller's tenant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db.tables import memories, messages, profiles
+from app.memories.repository import RETURNED, to_api
+
+MESSAGE_COLUMNS = [
+    messages.c.message_id,
+    messages.c.group_id,
+    messages.c.group_name,
+    messages.c.create_time,
+    messages.c.sender,
+    messages.c.sender_name,
+    messages.c.content,
+    messages.c.refer_list,
+    messages.c.status,
+    messages.c.received_at,
+]
+
+
+async def messages_of(conn: AsyncConnection, user_id: str) -> list[dict[str, Any]]:
+    statement = (
+        select(*MESSAGE_COLUMNS).where(messages.c.sender == user_id).order_by(messages.c.create_time, messages.c.id)
+    )
+    return [dict(row) for row in (await conn.execute(statement)).mappings()]
+
+
+async def memories_of(conn: AsyncConnection, user_id: str) -> list[dict[str, Any]]:
+    """Memories about the user, and every memory formed from a MemCell with a message of theirs."""
+    their_memcells = select(messages.c.memcell_id).where(
+        messages.c.sender == user_id, messages.c.memcell_id.is_not(None)
+    )
+    statement = (
+        select(*RETURNED, memories.c.created_at)
+        .where(or_(memories.c.user_id == user_id, memories.c.memcell_id.in_(their_memcells)))
+        .order_by(memories.c.timestamp, memories.c.id)
+    )
+    return [to_api(dict(row)) for row in (await conn.execute(statement)).mappings()]
+
+
+async def profiles_of(conn: AsyncConnection, user_id: str) -> list[dict[str, Any]]:
+    statement = (
+        select(profiles.c.group_id, profiles.c.version, profiles.c.profile, profiles.c.source, profiles.c.created_at)
+        .where(profiles.c.user_id == user_id)
+        .order_by(profiles.c.group_id.nulls_first(), profiles.c.version)
+    )
+    return [dict(row) for row in (await conn.execute(statement)).mappings()]
