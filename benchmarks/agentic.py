@@ -47,10 +47,10 @@ QUESTIONS = [
 ]
 
 
-def fill(base: str, groups: int, messages_per_group: int) -> None:
+def fill(base: str, groups: int, messages_per_group: int, headers: dict[str, str] | None = None) -> None:
     rng = random.Random(7)
     start = datetime(2025, 1, 1, 9, tzinfo=UTC)
-    with httpx.Client(base_url=base, timeout=60) as client:
+    with httpx.Client(base_url=base, timeout=60, headers=headers) as client:
         for g in range(groups):
             group = f"bench_group_{g}"
             for i in range(messages_per_group):

@@ -148,18 +148,22 @@ def _free_port() -> int:
 
 
 @contextmanager
-def memsys_server(base_url: str | None = None, env: dict[str, str] | None = None) -> Iterator[str]:
-    """Yield the base URL of a memsys to drive: ``base_url`` as given, or a ``memsys serve`` of our own on
-    a fresh embedded database in a temporary directory (stopped and deleted afterwards)."""
+def memsys_server(
+    base_url: str | None = None, env: dict[str, str] | None = None, root: Path = ROOT, data_dir: Path | None = None
+) -> Iterator[str]:
+    """Yield the base URL of a memsys to drive: ``base_url`` as given, or a ``memsys serve`` of our own (the
+    code in ``root``) on a fresh embedded database in ``data_dir`` or a temporary directory (stopped, and a
+    temporary directory deleted, afterwards)."""
     if base_url:
         yield base_url.rstrip("/")
         return
-    with tempfile.TemporaryDirectory(prefix="memsys-bench-") as data_dir:
+    with tempfile.TemporaryDirectory(prefix="memsys-bench-") as temporary:
+        data = data_dir or Path(temporary)
         port = _free_port()
-        child_env = {**os.environ, "MEMSYS_DATA_DIR": data_dir, "MEMSYS_LOG_LEVEL": "WARNING", **(env or {})}
+        child_env = {**os.environ, "MEMSYS_DATA_DIR": str(data), "MEMSYS_LOG_LEVEL": "WARNING", **(env or {})}
         child_env.pop("MEMSYS_DATABASE_URL", None) if "MEMSYS_DATABASE_URL" not in (env or {}) else None
         process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=child_env, cwd=ROOT
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=child_env, cwd=root
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -183,4 +187,4 @@ def memsys_server(base_url: str | None = None, env: dict[str, str] | None = None
                 process.kill()
             from app.db.embedded import stop_embedded
 
-            stop_embedded(Path(data_dir))  # the server must not outlive its temporary directory
+            stop_embedded(data)  # the server must not outlive its data directory
