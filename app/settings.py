@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     """Largest accepted ``content`` of one message, in UTF-8 bytes (413 above it)."""
     max_body_bytes: int = 1024 * 1024
     """Largest accepted request body (413 above it)."""
+    key_cache_seconds: float = 5.0
+    """How long what an API key resolves to is remembered (a revoked key works at most this long); 0: never."""
     allow_anonymous: bool = False
     """With no API key in the database the service is anonymous (tenant ``default``) on a loopback address
     only; true allows it on any address."""

@@ -62,7 +62,10 @@ def database_url(server_url: str) -> str:
 
 @pytest.fixture(scope="session")
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, migrate_on_start=False, llm_api_key=None, log_level="WARNING")
+    # Keys looked up on every request: the tests revoke and create keys between requests.
+    return Settings(
+        database_url=database_url, migrate_on_start=False, llm_api_key=None, log_level="WARNING", key_cache_seconds=0
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ from tests.tenancy_support import bearer, create_key
 
 RETRIEVE = "/api/v3/agentic/retrieve_lightweight"
 AGENTIC = "/api/v3/agentic/retrieve_agentic"
+MEMORIES = "/api/v3/agentic/memories"
 META_COLUMNS = "group_id, version, scene, scene_desc, name, description, default_timezone, user_details, created_at"
 META_VALUES = "'g', '1', 's', 'd', 'n', 'd', 'UTC', '{}', now()"
 ALL_TIME = {"time_range_days": 36500}  # the seed's conversation is from January 2025
@@ -196,3 +197,21 @@ def test_refuses_to_serve_anonymous_on_a_public_address(server_process_factory, 
     import httpx
 
     assert httpx.get(f"{allowed.base_url}/api/v3/agentic/memories").status_code == 200
+
+
+def test_what_a_key_resolves_to_is_remembered_for_the_cache_time(settings: Settings, database_url: str):
+    from app.tenancy import service
+    from tests.formation_helpers import app_client
+
+    key = create_key(database_url, "acme")
+    create_key(database_url, "other")  # keys stay required after the revocation
+    with app_client(settings, key_cache_seconds=60) as cached:
+        assert cached.get(MEMORIES, headers=bearer(key)).status_code == 200
+        assert cached.get(MEMORIES, headers=bearer("msk_wrong")).status_code == 401
+        key_id = rows(database_url, "SELECT id FROM api_keys WHERE tenant_id = 'acme'")[0]["id"]
+        revoked = memsys(database_url, "keys", "revoke", str(key_id))
+        assert revoked.returncode == 0
+        assert cached.get(MEMORIES, headers=bearer(key)).status_code == 200  # within the cache time
+        assert service.key_hash(key) in str(rows(database_url, "SELECT key_hash FROM api_keys"))
+    with app_client(settings, key_cache_seconds=0) as uncached:
+        assert uncached.get(MEMORIES, headers=bearer(key)).status_code == 401

@@ -15,7 +15,7 @@ from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from app.agentic.endpoints import AgenticController
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.forget.endpoints import ForgetController
-from app.http.auth import authenticate
+from app.http.auth import KeyCache, authenticate
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
 from app.memories.endpoints import MemoriesController
@@ -39,6 +39,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             async with runtime.engine.connect() as conn:
                 await refuse_open_anonymous(conn, settings.host, settings.allow_anonymous)
             app.state.runtime = runtime
+            app.state.key_cache = KeyCache(settings.key_cache_seconds)
             yield
         finally:
             await runtime.close()
