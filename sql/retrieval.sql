@@ -23,7 +23,11 @@
 --   \set bm25_max_candidates 1000
 --   \set ef_search 100
 --   \set max_scan_tuples 20000
---   BEGIN; <configure_search>; <hybrid_search>; COMMIT;
+--   BEGIN; SET LOCAL ROLE memsys_app; SET LOCAL memsys.tenant_id = 'default';
+--   <configure_search>; <hybrid_search>; COMMIT;
+--
+-- Row-level security limits every table to the tenant of memsys.tenant_id (the service sets it with SET LOCAL
+-- in each transaction); as a superuser, without SET ROLE, the statement would read every tenant's rows.
 --
 -- python -m app.retrieval.psql '{"query": "Beijing food", "user_id": "user_001"}' | psql "$(memsys db-url)"
 -- prints exactly that script for a request (the query embedded by the configured model) and runs it.

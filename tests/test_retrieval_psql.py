@@ -35,3 +35,19 @@ def test_psql_script_returns_what_the_endpoint_returns(client, database_url, set
     ).stdout  # fmt: skip
     ids = [line.split("|")[0] for line in output.splitlines() if line.count("|") > 5]
     assert ids == expected and len(ids) >= 1
+
+
+@pytest.mark.skipif(PSQL is None, reason="no psql binary")
+def test_psql_script_reads_only_its_tenant(client, database_url, settings):
+    from tests.formation_helpers import rows
+
+    rows(database_url, "INSERT INTO tenants (tenant_id) VALUES ('acme') RETURNING tenant_id")
+    mine = write(database_url, [memory("acme budget notes", [1.0] + [0.0] * 383)], tenant="acme")
+    write(database_url, [memory("default budget notes", [1.0] + [0.0] * 383)])
+    request = RetrieveLightweightRequest(query="budget notes", retrieval_mode="bm25")
+    sql = script(request, settings, None, tenant="acme")
+    output = subprocess.run(
+        [str(PSQL), libpq_url(database_url), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-F", "|"],
+        input=sql, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert [line.split("|")[0] for line in output.splitlines() if line.count("|") > 5] == [mine[0]["id"]]

@@ -1,10 +1,12 @@
 """Print a retrieve_lightweight request as the psql script that runs memsys's exact SQL by hand.
 
-    python -m app.retrieval.psql '{"query": "Beijing food", "user_id": "user_001"}' | psql "$(memsys db-url)"
+    python -m app.retrieval.psql [--tenant T] '{"query": "Beijing food", "user_id": "u1"}' | psql "$(memsys db-url)"
 
 The script sets one psql variable per parameter of ``sql/retrieval.sql`` (each to a SQL literal, so the
 file's ``:name`` placeholders work in psql as they are), then runs ``configure_search`` and
-``hybrid_search`` in one transaction. Prefix the last statement with EXPLAIN (ANALYZE, BUFFERS) to see
+``hybrid_search`` in one transaction, as the service runs them: as the role ``memsys_app`` in the tenant
+(default ``default``), so that row-level security applies (the owner, a superuser on the embedded
+default, would otherwise see every tenant's rows). Prefix the last statement with EXPLAIN (ANALYZE, BUFFERS) to see
 the plan.
 """
 
@@ -16,10 +18,13 @@ import sys
 from datetime import date, datetime
 from typing import Any
 
+from app.db.migrate import SERVICE_ROLE
 from app.db.named_sql import query
+from app.db.tables import TENANT_SETTING
 from app.retrieval import repository, service
 from app.retrieval.schemas import RetrieveLightweightRequest
 from app.settings import Settings
+from app.tenancy.scope import DEFAULT_TENANT, check_tenant_id
 from app.text.tokenize import search_tokens
 
 
@@ -41,7 +46,12 @@ def psql_set(name: str, value: Any) -> str:
     return f"\\set {name} '" + literal.replace("'", "''") + "'"
 
 
-def script(request: RetrieveLightweightRequest, settings: Settings, query_vector: list[float] | None) -> str:
+def script(
+    request: RetrieveLightweightRequest,
+    settings: Settings,
+    query_vector: list[float] | None,
+    tenant: str = DEFAULT_TENANT,
+) -> str:
     service.validate(request)
     if request.data_source == "profile":
         raise SystemExit("data_source=profile is a plain SELECT on profiles; nothing to script")
@@ -58,12 +68,22 @@ def script(request: RetrieveLightweightRequest, settings: Settings, query_vector
     )
     parameters.update(ef_search=tuning.ef_search, max_scan_tuples=tuning.max_scan_tuples)
     lines = [psql_set(name, value) for name, value in parameters.items()]
-    lines += ["BEGIN;", query("configure_search") + ";", query("hybrid_search"), "COMMIT;"]
+    lines += [
+        "BEGIN;",
+        f"SET LOCAL ROLE {SERVICE_ROLE};",
+        f"SET LOCAL {TENANT_SETTING} = {sql_literal(check_tenant_id(tenant))};",
+        query("configure_search") + ";",
+        query("hybrid_search"),
+        "COMMIT;",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    tenant = DEFAULT_TENANT
+    if len(argv) == 3 and argv[0] == "--tenant":
+        tenant, argv = argv[1], argv[2:]
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
@@ -74,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         from app.providers.embeddings import create_embedder
 
         vector = asyncio.run(create_embedder(settings).embed([request.query or ""]))[0]
-    sys.stdout.write(script(request, settings, vector))
+    sys.stdout.write(script(request, settings, vector, tenant))
     return 0
 
 
