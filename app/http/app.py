@@ -16,6 +16,7 @@ from app.agentic.endpoints import AgenticController
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
+from app.http.json_body import MemsysRequest
 from app.memorize.endpoints import MemorizeController
 from app.retrieval.endpoints import RetrievalController
 from app.runtime import build_runtime
@@ -40,6 +41,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         route_handlers=[health, ConversationMetaController, MemorizeController, RetrievalController, AgenticController],
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,
+        request_class=MemsysRequest,
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="memsys",
