@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     """Largest accepted ``content`` of one message, in UTF-8 bytes (413 above it)."""
     max_body_bytes: int = 1024 * 1024
     """Largest accepted request body (413 above it)."""
+    max_query_chars: int = 8000
+    """Longest accepted retrieval ``query``, in characters (400 above it)."""
 
     # --- memory formation: boundaries ----------------------------------------------------------
     boundary_max_tokens: int = 8192

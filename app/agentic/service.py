@@ -18,6 +18,8 @@ import time
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import anyio
+
 from app.agentic import prompts
 from app.agentic.schemas import AgenticMetadata, AgenticRequest, AgenticResult
 from app.agentic.weighting import apply_weights
@@ -54,7 +56,7 @@ def make_reranker(runtime: Runtime, llm: LLMClient, config: LLMConfig) -> Rerank
 
 async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[str, AgenticResult]:
     started = time.perf_counter()
-    retrieval.validate(request)
+    retrieval.validate(request, runtime.settings)
     timer = _Timer()
     llm = runtime.llm or LLMClient.from_settings(runtime.settings)
     config = LLMConfig(**request.llm_config.model_dump()) if request.llm_config else LLMConfig()
@@ -68,7 +70,8 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
     reranker = make_reranker(runtime, llm, config)
     limit = runtime.settings.agentic_round1_candidates
 
-    window = find_time_window(request.query, today) if request.time_aware else None
+    # CPU work on a client's text runs off the event loop.
+    window = await anyio.to_thread.run_sync(find_time_window, request.query, today) if request.time_aware else None
     ask_llm_for_time = request.time_aware and window is None and has_time_hint(request.query)
     explicit_range = "time_range_days" in request.model_fields_set
     filters = fit_filters(retrieval.filters_for(request), window, explicit_range)

@@ -42,7 +42,7 @@ def psql_set(name: str, value: Any) -> str:
 
 
 def script(request: RetrieveLightweightRequest, settings: Settings, query_vector: list[float] | None) -> str:
-    service.validate(request)
+    service.validate(request, settings)
     if request.data_source == "profile":
         raise SystemExit("data_source=profile is a plain SELECT on profiles; nothing to script")
     mode = request.retrieval_mode
