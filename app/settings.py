@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     """First retry delay of a failed LLM call; doubled on each further retry (with jitter)."""
     llm_fallback_after: int = 3
     """Failed LLM extractions of one MemCell before it is formed by the offline path instead."""
+    llm_allow_client_config: bool = True
+    """Accept a request's ``llm_config`` (agentic retrieval); false: a request carrying one is a 400."""
+    llm_allow_private_urls: bool = False
+    """Let a request's ``llm_config.base_url`` reach loopback, private, link-local and other non-public
+    addresses (a server on a trusted network, or tests); the server's own MEMSYS_LLM_BASE_URL is never checked."""
 
     # --- embeddings -----------------------------------------------------------------------------
     embedding_provider: Literal["local", "openai"] = "local"

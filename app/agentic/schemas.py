@@ -14,7 +14,7 @@ class LLMConfigIn(BaseModel):
     """Overrides the server's LLM settings for this request only; the key is never logged or stored."""
 
     api_key: Text | None = None
-    base_url: Text | None = None
+    base_url: Text | None = Field(default=None, description="An http(s) URL whose host resolves to public addresses")
     model: Identifier | None = None
 
     def __repr__(self) -> str:
