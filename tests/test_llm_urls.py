@@ -61,7 +61,9 @@ def test_a_client_url_with_its_own_key_gets_only_that_key(private_ok, database_u
 def test_the_server_key_is_not_inherited_by_a_config_naming_its_own_url(fake_llm) -> None:
     client = LLMClient(LLMConfig(SERVER_KEY, "https://llm.example.com/v1", "m"))
     with pytest.raises(LLMNotConfigured):
-        asyncio.run(client.complete_json([{"role": "user", "content": "hi"}], config=LLMConfig(base_url=fake_llm.base_url)))
+        asyncio.run(
+            client.complete_json([{"role": "user", "content": "hi"}], config=LLMConfig(base_url=fake_llm.base_url))
+        )
     assert fake_llm.requests == []
 
 

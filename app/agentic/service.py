@@ -18,8 +18,6 @@ import time
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-import anyio
-
 from app.agentic import prompts
 from app.agentic.schemas import AgenticMetadata, AgenticRequest, AgenticResult, LLMConfigIn
 from app.agentic.weighting import apply_weights
@@ -31,6 +29,7 @@ from app.retrieval import service as retrieval
 from app.retrieval.time_aware import fit_filters
 from app.runtime import Runtime
 from app.settings import Settings
+from app.text.cpu import run_off_loop
 from app.text.time_expressions import TimeWindow, find_time_window, has_time_hint
 
 log = logging.getLogger(__name__)
@@ -73,7 +72,7 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
     limit = runtime.settings.agentic_round1_candidates
 
     # CPU work on a client's text runs off the event loop.
-    window = await anyio.to_thread.run_sync(find_time_window, request.query, today) if request.time_aware else None
+    window = await run_off_loop(find_time_window, request.query, today) if request.time_aware else None
     ask_llm_for_time = request.time_aware and window is None and has_time_hint(request.query)
     explicit_range = "time_range_days" in request.model_fields_set
     filters = fit_filters(retrieval.filters_for(request), window, explicit_range)

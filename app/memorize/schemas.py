@@ -12,7 +12,9 @@ from app.validation import Identifier, Text
 
 
 class MemorizeRequest(BaseModel):
-    group_id: Identifier | None = Field(default=None, description="Without it the message joins the sender's personal stream")
+    group_id: Identifier | None = Field(
+        default=None, description="Without it the message joins the sender's personal stream"
+    )
     group_name: Identifier | None = None
     message_id: Identifier = Field(min_length=1)
     create_time: datetime = Field(description="ISO 8601, with or without offset; naive means UTC")

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-import anyio
-
 from app.errors import InvalidParameter
 from app.retrieval import repository
 from app.retrieval.repository import SearchFilters, SearchTuning
@@ -28,6 +26,7 @@ from app.retrieval.schemas import (
 from app.retrieval.time_aware import fit_filters, time_factor
 from app.runtime import Runtime
 from app.settings import Settings
+from app.text.cpu import run_off_loop
 from app.text.time_expressions import TimeWindow, find_time_window
 from app.text.timeparse import EARLIEST, day_end
 from app.text.tokenize import search_tokens
@@ -135,7 +134,7 @@ async def search(
         embedding_ms = (time.perf_counter() - started) * 1000
     tuning = tuning_for(runtime.settings, mode, top_k)
     # jieba segments the query in Python: off the event loop.
-    tokens = await anyio.to_thread.run_sync(search_tokens, query) if mode != "embedding" else ""
+    tokens = await run_off_loop(search_tokens, query) if mode != "embedding" else ""
     parameters = repository.search_parameters(
         mode=mode,
         query_vector=query_vector if mode != "bm25" else None,
@@ -189,7 +188,7 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
     else:
         if request.time_aware:
             # CPU work on a client's text runs off the event loop.
-            window = await anyio.to_thread.run_sync(
+            window = await run_off_loop(
                 find_time_window, request.query or "", request.current_time or datetime.now(UTC).date()
             )
         filters = fit_filters(filters_for(request), window, "time_range_days" in request.model_fields_set)
