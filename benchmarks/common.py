@@ -156,7 +156,14 @@ def memsys_server(base_url: str | None = None, env: dict[str, str] | None = None
         return
     with tempfile.TemporaryDirectory(prefix="memsys-bench-") as data_dir:
         port = _free_port()
-        child_env = {**os.environ, "MEMSYS_DATA_DIR": data_dir, "MEMSYS_LOG_LEVEL": "WARNING", **(env or {})}
+        # The benchmarks' LLM stand-ins (and a local vLLM) listen on loopback: let llm_config reach them.
+        child_env = {
+            **os.environ,
+            "MEMSYS_DATA_DIR": data_dir,
+            "MEMSYS_LOG_LEVEL": "WARNING",
+            "MEMSYS_LLM_ALLOW_PRIVATE_URLS": "true",
+            **(env or {}),
+        }
         child_env.pop("MEMSYS_DATABASE_URL", None) if "MEMSYS_DATABASE_URL" not in (env or {}) else None
         process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=child_env, cwd=ROOT
