@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     """Largest accepted ``content`` of one message, in UTF-8 bytes (413 above it)."""
     max_body_bytes: int = 1024 * 1024
     """Largest accepted request body (413 above it)."""
+    max_query_chars: int = 8000
+    """Longest accepted retrieval ``query``, in characters (400 above it)."""
     key_cache_seconds: float = 5.0
     """How long what an API key resolves to is remembered (a revoked key works at most this long); 0: never."""
     allow_anonymous: bool = False
@@ -59,6 +61,11 @@ class Settings(BaseSettings):
     """First retry delay of a failed LLM call; doubled on each further retry (with jitter)."""
     llm_fallback_after: int = 3
     """Failed LLM extractions of one MemCell before it is formed by the offline path instead."""
+    llm_allow_client_config: bool = True
+    """Accept a request's ``llm_config`` (agentic retrieval); false: a request carrying one is a 400."""
+    llm_allow_private_urls: bool = False
+    """Let a request's ``llm_config.base_url`` reach loopback, private, link-local and other non-public
+    addresses (a server on a trusted network, or tests); the server's own MEMSYS_LLM_BASE_URL is never checked."""
 
     # --- embeddings -----------------------------------------------------------------------------
     embedding_provider: Literal["local", "openai"] = "local"

@@ -160,7 +160,14 @@ def memsys_server(
     with tempfile.TemporaryDirectory(prefix="memsys-bench-") as temporary:
         data = data_dir or Path(temporary)
         port = _free_port()
-        child_env = {**os.environ, "MEMSYS_DATA_DIR": str(data), "MEMSYS_LOG_LEVEL": "WARNING", **(env or {})}
+        # The benchmarks' LLM stand-ins (and a local vLLM) listen on loopback: let llm_config reach them.
+        child_env = {
+            **os.environ,
+            "MEMSYS_DATA_DIR": str(data),
+            "MEMSYS_LOG_LEVEL": "WARNING",
+            "MEMSYS_LLM_ALLOW_PRIVATE_URLS": "true",
+            **(env or {}),
+        }
         child_env.pop("MEMSYS_DATABASE_URL", None) if "MEMSYS_DATABASE_URL" not in (env or {}) else None
         process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=child_env, cwd=root

@@ -26,8 +26,15 @@ INSUFFICIENT = {
 
 
 def agentic_settings(settings: Settings, **overrides) -> Settings:
+    """Fast LLM failures; the fake LLM server listens on 127.0.0.1, so client URLs may be private here."""
     return settings.model_copy(
-        update={"llm_timeout_s": 1.0, "llm_max_retries": 0, "llm_retry_backoff_s": 0.01, **overrides}
+        update={
+            "llm_timeout_s": 1.0,
+            "llm_max_retries": 0,
+            "llm_retry_backoff_s": 0.01,
+            "llm_allow_private_urls": True,
+            **overrides,
+        }
     )
 
 

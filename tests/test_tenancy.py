@@ -13,7 +13,7 @@ from litestar.testing import TestClient
 from app.db.embedded import libpq_url
 from app.db.engine import service_database_url
 from app.settings import Settings
-from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, conversation, rows
+from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, app_client, conversation, rows
 from tests.tenancy_support import bearer, create_key
 
 RETRIEVE = "/api/v3/agentic/retrieve_lightweight"
@@ -88,7 +88,7 @@ def _fill(client: TestClient, key: str, words: str) -> None:
     assert client.post(FLUSH, json={"group_id": "group_123"}, headers=headers).json()["result"]["count"] > 0
 
 
-def test_same_group_and_user_in_two_tenants_are_two_different_things(client, database_url, fake_llm):
+def test_same_group_and_user_in_two_tenants_are_two_different_things(client, database_url, settings, fake_llm):
     key_a, key_b = create_key(database_url, "tenant-a"), create_key(database_url, "tenant-b")
     _fill(client, key_a, "zebra alpha")
     _fill(client, key_b, "yak beta")
@@ -117,7 +117,8 @@ def test_same_group_and_user_in_two_tenants_are_two_different_things(client, dat
         fake_llm.on("is_sufficient", {"is_sufficient": True, "reasoning": "enough", "refined_queries": []})
         llm_config = {"api_key": "client-key", "base_url": fake_llm.base_url}
         body = {"query": f"{theirs} {mine}", "group_id": "group_123", "llm_config": llm_config, **ALL_TIME}
-        agentic = client.post(AGENTIC, json=body, headers=headers)
+        with app_client(settings, llm_allow_private_urls=True) as private:  # the stand-in LLM is on loopback
+            agentic = private.post(AGENTIC, json=body, headers=headers)
         assert agentic.status_code == 200, agentic.text
         contents = " ".join(m["content"] for m in agentic.json()["result"]["memories"])
         assert mine in contents and theirs not in contents
@@ -201,7 +202,6 @@ def test_refuses_to_serve_anonymous_on_a_public_address(server_process_factory, 
 
 def test_what_a_key_resolves_to_is_remembered_for_the_cache_time(settings: Settings, database_url: str):
     from app.tenancy import service
-    from tests.formation_helpers import app_client
 
     key = create_key(database_url, "acme")
     create_key(database_url, "other")  # keys stay required after the revocation

@@ -7,14 +7,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from app.retrieval.schemas import ScopedSearchRequest
+from app.validation import Identifier, Text
 
 
 class LLMConfigIn(BaseModel):
     """Overrides the server's LLM settings for this request only; the key is never logged or stored."""
 
-    api_key: str | None = None
-    base_url: str | None = None
-    model: str | None = None
+    api_key: Text | None = None
+    base_url: Text | None = Field(default=None, description="An http(s) URL whose host resolves to public addresses")
+    model: Identifier | None = None
 
     def __repr__(self) -> str:
         return (
@@ -23,7 +24,7 @@ class LLMConfigIn(BaseModel):
 
 
 class AgenticRequest(ScopedSearchRequest):
-    query: str = Field(min_length=1)
+    query: Text = Field(min_length=1)
     data_source: Literal["episode", "event_log", "semantic_memory"] = Field(
         default="episode", description="memcell is accepted as an alias of episode"
     )

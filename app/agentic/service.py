@@ -19,14 +19,17 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from app.agentic import prompts
-from app.agentic.schemas import AgenticMetadata, AgenticRequest, AgenticResult
+from app.agentic.schemas import AgenticMetadata, AgenticRequest, AgenticResult, LLMConfigIn
 from app.agentic.weighting import apply_weights
 from app.errors import InvalidParameter
 from app.providers.llm import LLMAuthError, LLMBadOutput, LLMClient, LLMConfig, LLMError, LLMNotConfigured
+from app.providers.llm_urls import pin_client_url
 from app.providers.rerank import HttpReranker, LLMReranker, NoReranker, Reranker, RerankError
 from app.retrieval import service as retrieval
 from app.retrieval.time_aware import fit_filters
 from app.runtime import Runtime
+from app.settings import Settings
+from app.text.cpu import run_off_loop
 from app.text.time_expressions import TimeWindow, find_time_window, has_time_hint
 
 log = logging.getLogger(__name__)
@@ -54,10 +57,10 @@ def make_reranker(runtime: Runtime, llm: LLMClient, config: LLMConfig) -> Rerank
 
 async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[str, AgenticResult]:
     started = time.perf_counter()
-    retrieval.validate(request)
+    retrieval.validate(request, runtime.settings)
     timer = _Timer()
     llm = runtime.llm or LLMClient.from_settings(runtime.settings)
-    config = LLMConfig(**request.llm_config.model_dump()) if request.llm_config else LLMConfig()
+    config = await client_llm_config(request.llm_config, runtime.settings)
     if not config.over(llm.default).api_key:
         raise LLMNotConfigured(
             "No LLM API key: pass llm_config.api_key in the request, or set MEMSYS_LLM_API_KEY "
@@ -68,7 +71,8 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
     reranker = make_reranker(runtime, llm, config)
     limit = runtime.settings.agentic_round1_candidates
 
-    window = find_time_window(request.query, today) if request.time_aware else None
+    # CPU work on a client's text runs off the event loop.
+    window = await run_off_loop(find_time_window, request.query, today) if request.time_aware else None
     ask_llm_for_time = request.time_aware and window is None and has_time_hint(request.query)
     explicit_range = "time_range_days" in request.model_fields_set
     filters = fit_filters(retrieval.filters_for(request), window, explicit_range)
@@ -158,6 +162,29 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
     if state["fallback_reason"]:
         message = f"Agentic retrieval fell back to hybrid search, found {len(final)} memories"
     return message, AgenticResult(memories=final, count=len(final), metadata=metadata)
+
+
+async def client_llm_config(given: LLMConfigIn | None, settings: Settings) -> LLMConfig:
+    """A request's ``llm_config`` as the LLM client's config. 400 when the server accepts none, when a
+    ``base_url`` comes without its own ``api_key`` (the server's key goes only to the server's endpoint), or
+    when the URL is unfit (``pin_client_url``)."""
+    if given is None:
+        return LLMConfig()
+    if not settings.llm_allow_client_config:
+        raise InvalidParameter(
+            "Invalid field llm_config: this server does not accept one (MEMSYS_LLM_ALLOW_CLIENT_CONFIG=false)"
+        )
+    if given.api_key is not None and not (given.api_key.isascii() and given.api_key.isprintable()):
+        raise InvalidParameter("Invalid field llm_config.api_key: must be printable ASCII (it goes in a header)")
+    if given.base_url is None:
+        return LLMConfig(api_key=given.api_key, model=given.model)
+    if not given.api_key:
+        raise InvalidParameter(
+            "Invalid field llm_config.api_key: required with llm_config.base_url "
+            "(the server's key is sent only to the server's own endpoint)"
+        )
+    pinned = await pin_client_url(given.base_url, allow_private=settings.llm_allow_private_urls)
+    return LLMConfig(api_key=given.api_key, base_url=given.base_url, model=given.model, pinned=pinned)
 
 
 async def _timed(timer: _Timer, name: str, awaitable):

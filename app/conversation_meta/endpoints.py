@@ -11,6 +11,7 @@ from app.conversation_meta import service
 from app.conversation_meta.schemas import ConversationMeta, ConversationMetaRequest, ConversationMetaSaved
 from app.http.dependencies import provide_transaction
 from app.http.envelope import Envelope, ok
+from app.validation import check_identifier
 
 
 class ConversationMetaController(Controller):
@@ -29,4 +30,4 @@ class ConversationMetaController(Controller):
     async def read(
         self, conn: NamedDependency[AsyncConnection], group_id: FromQuery[str]
     ) -> Envelope[ConversationMeta]:
-        return ok("Conversation metadata found", await service.get(conn, group_id))
+        return ok("Conversation metadata found", await service.get(conn, check_identifier("group_id", group_id)))

@@ -9,25 +9,26 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, Field, field_validator
 
 from app.text.timeparse import parse_iso_datetime
+from app.validation import Identifier, Text
 
 
 class UserDetail(BaseModel):
-    full_name: str = Field(min_length=1)
-    role: str
+    full_name: Identifier = Field(min_length=1)
+    role: Identifier
     extra: dict[str, Any] | None = None
 
 
 class ConversationMetaRequest(BaseModel):
-    version: str = Field(min_length=1)
-    scene: str = Field(min_length=1, description="Any non-empty scene: group_chat, assistant, companion, ...")
-    scene_desc: str
-    name: str = Field(min_length=1)
-    description: str
-    group_id: str = Field(min_length=1)
+    version: Identifier = Field(min_length=1)
+    scene: Identifier = Field(min_length=1, description="Any non-empty scene: group_chat, assistant, companion, ...")
+    scene_desc: Text
+    name: Identifier = Field(min_length=1)
+    description: Text
+    group_id: Identifier = Field(min_length=1)
     created_at: datetime = Field(description="ISO 8601; without an offset it is UTC")
-    default_timezone: str = Field(min_length=1)
-    user_details: dict[str, UserDetail]
-    tags: list[str] = Field(default_factory=list)
+    default_timezone: Identifier = Field(min_length=1)
+    user_details: dict[Identifier, UserDetail]
+    tags: list[Identifier] = Field(default_factory=list)
 
     _parse_created_at = field_validator("created_at", mode="before")(parse_iso_datetime)
 

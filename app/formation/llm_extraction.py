@@ -246,11 +246,11 @@ def _moment(value: Any, context: Context) -> datetime | None:
     if not isinstance(value, str) or not value.strip():
         return None
     text = value.strip()
-    if len(text) == 10:
-        day = _day(text)
-        return datetime.combine(day, time(), tzinfo=context.zone) if day else None
     try:
-        naive = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        if len(text) == 10:
+            moment = datetime.combine(date.fromisoformat(text), time(), tzinfo=context.zone)
+        else:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_iso_datetime(moment if moment.tzinfo else moment.replace(tzinfo=context.zone))
+    except ValueError:  # not ISO 8601, or outside the calendar in some time zone
         return None
-    return naive.replace(tzinfo=context.zone) if naive.tzinfo is None else parse_iso_datetime(naive)

@@ -47,15 +47,21 @@ def envelope(request: Request, status_code: int, code: str, message: str) -> Res
 def describe_validation_error(error: ValidationError) -> str:
     """One sentence naming the first wrong field, e.g. 'Missing required field: message_id'."""
     first = error.errors()[0]
-    field = ".".join(str(part) for part in first.get("loc", ())) or "body"
     kind = first.get("type", "")
-    if kind == "missing":
+    return _field_message([str(part) for part in first.get("loc", ())], first.get("msg", "invalid value"), kind)
+
+
+def _field_message(loc: list[str], message: str, kind: str = "") -> str:
+    of_key = loc[-1:] == ["[key]"]  # a dict key is wrong: name the dict, not the (client-sized) key
+    if of_key:
+        loc = loc[:-2]
+    field = ".".join(part if len(part) <= 64 else part[:64] + "…" for part in loc) or "body"
+    if kind == "missing" or message == "Field required":
         return f"Missing required field: {field}"
     if kind == "extra_forbidden":
         return f"Unknown field: {field}"
-    message = first.get("msg", "invalid value")
     message = message.removeprefix("Value error, ")
-    return f"Invalid field {field}: {message}"
+    return f"Invalid field {field}: a key is invalid ({message})" if of_key else f"Invalid field {field}: {message}"
 
 
 def handle_memsys_error(request: Request, exc: MemsysError) -> Response:
@@ -98,9 +104,7 @@ def _describe_litestar_validation(exc: ValidationException) -> str:
         key, message = item.get("key"), str(item.get("message", "invalid value")).removeprefix("Value error, ")
         if not key:
             return "Request body must be a JSON object" if "dictionary" in message else message
-        if message == "Field required":
-            return f"Missing required field: {key}"
-        return f"Invalid field {key}: {message}"
+        return _field_message(key.split("."), message)
     return exc.detail or "Invalid request"
 
 

@@ -8,17 +8,20 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from app.text.timeparse import parse_iso_datetime
+from app.validation import Identifier, Text
 
 
 class MemorizeRequest(BaseModel):
-    group_id: str | None = Field(default=None, description="Without it the message joins the sender's personal stream")
-    group_name: str | None = None
-    message_id: str = Field(min_length=1)
+    group_id: Identifier | None = Field(
+        default=None, description="Without it the message joins the sender's personal stream"
+    )
+    group_name: Identifier | None = None
+    message_id: Identifier = Field(min_length=1)
     create_time: datetime = Field(description="ISO 8601, with or without offset; naive means UTC")
-    sender: str = Field(min_length=1)
-    sender_name: str | None = Field(default=None, description="Defaults to sender")
-    content: str
-    refer_list: list[str] = Field(default_factory=list)
+    sender: Identifier = Field(min_length=1)
+    sender_name: Identifier | None = Field(default=None, description="Defaults to sender")
+    content: Text
+    refer_list: list[Identifier] = Field(default_factory=list)
 
     _parse_create_time = field_validator("create_time", mode="before")(parse_iso_datetime)
 
@@ -70,8 +73,8 @@ class MemorizeResult(BaseModel):
 
 
 class FlushRequest(BaseModel):
-    group_id: str | None = Field(default=None, description="The group whose open MemCell closes now")
-    sender: str | None = Field(default=None, description="For a personal stream (no group_id): its sender")
+    group_id: Identifier | None = Field(default=None, description="The group whose open MemCell closes now")
+    sender: Identifier | None = Field(default=None, description="For a personal stream (no group_id): its sender")
 
     @model_validator(mode="after")
     def _one_stream(self) -> FlushRequest:

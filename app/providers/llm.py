@@ -7,6 +7,8 @@ caller gets a typed ``LLMError`` when every attempt failed.
 
 A caller may override the server's key, URL or model per call (``LLMConfig``): agentic retrieval
 passes a request's ``llm_config``. Such a key is used for that call only: never logged, never stored.
+The server's key goes only to the server's URL: a config naming its own URL brings its own key, and a
+client's URL is reached only at the address checked for it (``app.providers.llm_urls``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import openai
 from openai import AsyncOpenAI
 
 from app.errors import InvalidParameter, ServiceUnavailable
+from app.providers.llm_urls import PinnedHost, pinned_http_client
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -50,17 +53,21 @@ class LLMNotConfigured(InvalidParameter):
 
 @dataclass(frozen=True)
 class LLMConfig:
-    """Which endpoint, key and model to use. ``None`` fields inherit from the server's settings."""
+    """Which endpoint, key and model to use. ``None`` fields inherit from the server's settings, except
+    that a config naming its own ``base_url`` never inherits the server's key. ``pinned``: the checked
+    addresses of a client's ``base_url``, the only ones it is reached at."""
 
     api_key: str | None = None
     base_url: str | None = None
     model: str | None = None
+    pinned: PinnedHost | None = None
 
     def over(self, default: LLMConfig) -> LLMConfig:
         return LLMConfig(
-            api_key=self.api_key or default.api_key,
+            api_key=self.api_key or (None if self.base_url else default.api_key),
             base_url=self.base_url or default.base_url,
             model=self.model or default.model,
+            pinned=self.pinned,
         )
 
     def __repr__(self) -> str:  # the key never reaches a log line or a traceback
@@ -133,9 +140,13 @@ class LLMClient:
     def _client_for(self, config: LLMConfig) -> tuple[AsyncOpenAI, bool]:
         """The pooled client for the server's configuration; a throw-away one for a caller's own."""
         new = lambda: AsyncOpenAI(  # noqa: E731
-            api_key=config.api_key, base_url=config.base_url, timeout=self.timeout_s, max_retries=0
+            api_key=config.api_key,
+            base_url=config.base_url,
+            timeout=self.timeout_s,
+            max_retries=0,
+            http_client=pinned_http_client(config.pinned, self.timeout_s) if config.pinned else None,
         )
-        if config.api_key == self.default.api_key and config.base_url == self.default.base_url:
+        if config.pinned is None and (config.api_key, config.base_url) == (self.default.api_key, self.default.base_url):
             if self._client is None:
                 self._client = new()
             return self._client, False

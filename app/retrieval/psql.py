@@ -52,7 +52,7 @@ def script(
     query_vector: list[float] | None,
     tenant: str = DEFAULT_TENANT,
 ) -> str:
-    service.validate(request)
+    service.validate(request, settings)
     if request.data_source == "profile":
         raise SystemExit("data_source=profile is a plain SELECT on profiles; nothing to script")
     mode = request.retrieval_mode

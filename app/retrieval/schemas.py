@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from app.text.timeparse import parse_day
+from app.validation import Identifier, Text
 
 RetrievalMode = Literal["rrf", "embedding", "bm25"]
 DataSource = Literal["episode", "event_log", "semantic_memory", "profile"]
@@ -18,9 +19,11 @@ class ScopedSearchRequest(BaseModel):
     """The filters every retrieval request shares (lightweight and agentic); ``data_source`` is declared by
     each request with the sources it accepts. Rules between fields: ``app.retrieval.service.validate``."""
 
-    user_id: str | None = Field(default=None, description="Filter: memories of this user")
-    group_id: str | None = Field(default=None, description="Filter: memories of this group")
-    time_range_days: int = Field(default=365, ge=1, le=36500, description="Days before current_time (or now)")
+    user_id: Identifier | None = Field(default=None, description="Filter: memories of this user")
+    group_id: Identifier | None = Field(default=None, description="Filter: memories of this group")
+    time_range_days: int = Field(
+        default=365, ge=1, description="Days before current_time (or now); above 36500 (e.g. 100000): all time"
+    )
     top_k: int = Field(default=20, ge=1, le=100)
     memory_scope: MemoryScope = "all"
     current_time: date | None = Field(
@@ -46,7 +49,7 @@ class ScopedSearchRequest(BaseModel):
 
 
 class RetrieveLightweightRequest(ScopedSearchRequest):
-    query: str | None = Field(default=None, description="Required unless data_source is profile")
+    query: Text | None = Field(default=None, description="Required unless data_source is profile")
     retrieval_mode: RetrievalMode = "rrf"
     data_source: DataSource = Field(default="episode", description="memcell is accepted as an alias of episode")
     radius: float | None = Field(default=None, ge=-1, le=1, description="Minimum cosine similarity; none by default")

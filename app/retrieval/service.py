@@ -11,7 +11,6 @@ import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from datetime import time as day_time
 from typing import Any
 
 from app.errors import InvalidParameter
@@ -27,11 +26,15 @@ from app.retrieval.schemas import (
 from app.retrieval.time_aware import fit_filters, time_factor
 from app.runtime import Runtime
 from app.settings import Settings
+from app.text.cpu import run_off_loop
 from app.text.time_expressions import TimeWindow, find_time_window
+from app.text.timeparse import EARLIEST, day_end
 from app.text.tokenize import search_tokens
 
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 RRF_DEPTH = 2  # each rrf leg brings at least this many times top_k candidates
+ALL_TIME_DAYS = 36500
+"""A ``time_range_days`` above this (clients send 100000) means all time: no lower bound."""
 
 
 @dataclass
@@ -45,14 +48,20 @@ class SearchResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def validate(request: ScopedSearchRequest) -> None:
-    """The rules between fields that pydantic's per-field checks cannot express (lightweight and agentic)."""
+def validate(request: ScopedSearchRequest, settings: Settings) -> None:
+    """The rules between fields that pydantic's per-field checks cannot express, and the limits the settings
+    set (lightweight and agentic)."""
     if request.data_source == "profile":
         if not request.user_id or not request.group_id:
             raise InvalidParameter("data_source=profile needs both user_id and group_id")
         return
     if request.query is None or not request.query.strip():
         raise InvalidParameter("Missing required parameter: query")
+    if len(request.query) > settings.max_query_chars:
+        raise InvalidParameter(
+            f"Invalid field query: {len(request.query)} characters; the limit is {settings.max_query_chars} "
+            "(MEMSYS_MAX_QUERY_CHARS)"
+        )
     if request.memory_scope == "personal" and not request.user_id:
         raise InvalidParameter("memory_scope=personal needs user_id")
     if request.memory_scope == "group" and not request.group_id:
@@ -62,11 +71,11 @@ def validate(request: ScopedSearchRequest) -> None:
 def time_window(
     time_range_days: int, current_time: date | None = None, now: datetime | None = None
 ) -> tuple[datetime, datetime]:
-    """[from, to): the ``time_range_days`` days up to the end of ``current_time`` (a day), or up to now."""
-    if current_time is not None:
-        end = datetime.combine(current_time + timedelta(days=1), day_time(0), tzinfo=UTC)
-    else:
-        end = now or datetime.now(UTC)
+    """[from, to): the ``time_range_days`` days up to the end of ``current_time`` (a day), or up to now.
+    Above ``ALL_TIME_DAYS``, or reaching before year 1, ``from`` is the start of the calendar."""
+    end = day_end(current_time) if current_time is not None else (now or datetime.now(UTC))
+    if time_range_days > ALL_TIME_DAYS or (end - EARLIEST).days < time_range_days:
+        return EARLIEST, end
     return end - timedelta(days=time_range_days), end
 
 
@@ -124,10 +133,12 @@ async def search(
         query_vector = (await runtime.embedder.embed([query]))[0]
         embedding_ms = (time.perf_counter() - started) * 1000
     tuning = tuning_for(runtime.settings, mode, top_k)
+    # jieba segments the query in Python: off the event loop.
+    tokens = await run_off_loop(search_tokens, query) if mode != "embedding" else ""
     parameters = repository.search_parameters(
         mode=mode,
         query_vector=query_vector if mode != "bm25" else None,
-        query_tokens=search_tokens(query) if mode != "embedding" else "",
+        query_tokens=tokens,
         filters=filters,
         top_k=top_k,
         radius=radius,
@@ -170,13 +181,16 @@ async def profile(runtime: Runtime, user_id: str, group_id: str) -> list[dict[st
 async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tuple[str, RetrieveLightweightResult]:
     """Answer a retrieve_lightweight request: the message and the result."""
     started = time.perf_counter()
-    validate(request)
+    validate(request, runtime.settings)
     window = None
     if request.data_source == "profile":
         found = SearchResult(memories=await profile(runtime, request.user_id or "", request.group_id or ""))
     else:
         if request.time_aware:
-            window = find_time_window(request.query or "", request.current_time or datetime.now(UTC).date())
+            # CPU work on a client's text runs off the event loop.
+            window = await run_off_loop(
+                find_time_window, request.query or "", request.current_time or datetime.now(UTC).date()
+            )
         filters = fit_filters(filters_for(request), window, "time_range_days" in request.model_fields_set)
         boosting = window is not None and not window.plain_filter
         found = await search(

@@ -7,10 +7,11 @@ Shared by lightweight retrieval (request flag ``time_aware``, default off) and a
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, date, datetime, timedelta
+from datetime import date
 
 from app.retrieval.repository import SearchFilters
 from app.text.time_expressions import TimeWindow
+from app.text.timeparse import day_end, day_start
 
 
 def fit_filters(filters: SearchFilters, window: TimeWindow | None, explicit_range: bool) -> SearchFilters:
@@ -22,8 +23,7 @@ def fit_filters(filters: SearchFilters, window: TimeWindow | None, explicit_rang
     """
     if window is None:
         return filters
-    start = datetime.combine(window.start, datetime.min.time(), tzinfo=UTC)
-    end = datetime.combine(window.end + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+    start, end = day_start(window.start), day_end(window.end)
     if window.plain_filter:
         if explicit_range:
             start, end = max(filters.time_from, start), min(filters.time_to, end)

@@ -59,7 +59,7 @@ NUMBER_WORDS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
     "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "few": 3,
 }  # fmt: skip
-_NUM = r"\d+|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True))
+_NUM = r"\d{1,4}|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True))
 CN_DIGITS = {
     "零": 0,
     "一": 1,
@@ -74,7 +74,9 @@ CN_DIGITS = {
     "九": 9,
     "十": 10,
 }
-_CN_NUM = r"[0-9]+|[零一二两三四五六七八九十]+"
+# At most four digits or numerals, not preceded by another: an unbounded run ("[零…十]+") made every
+# rule quadratic in the query (each start position scanned to the end of a long run, then backtracked).
+_CN_NUM = r"(?<![0-9零一二两三四五六七八九十])(?:[0-9]{1,4}|[零一二两三四五六七八九十]{1,4})"
 
 _FILTER_WORDS = re.compile(
     r"\b(only|just|exclusively|strictly|limited to|restricted to)\b|仅|只(?:看|要|查|找)?|限于|仅限", re.IGNORECASE
@@ -92,8 +94,9 @@ def _add_months(day: date, months: int) -> date:
 
 
 def _week_of(day: date) -> tuple[date, date]:
-    start = day - timedelta(days=day.weekday())
-    return start, start + timedelta(days=6)
+    """Monday to Sunday of ``day``'s week; the calendar's last week ends on 9999-12-31, a Friday."""
+    start = day - timedelta(days=day.weekday())  # 0001-01-01 is a Monday: never before the calendar
+    return start, start + timedelta(days=min(6, (date.max - start).days))
 
 
 def _number(text: str) -> int:
@@ -248,7 +251,7 @@ def _first_match(rules, text: str) -> tuple[tuple[date, date], str] | None:
         for match in re.finditer(pattern, text, flags=re.IGNORECASE):
             try:
                 window = build(match)
-            except (ValueError, KeyError):
+            except (ValueError, KeyError, OverflowError):  # OverflowError: before year 1 or after 9999
                 continue
             if window:
                 return window, match.group(0)

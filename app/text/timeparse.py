@@ -1,12 +1,18 @@
-"""Parsing of the timestamps the API accepts."""
+"""Parsing of the timestamps the API accepts, and the calendar's edges (years 1 to 9999) that every
+computation with them must stay within."""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
+_LARGEST_OFFSET = timedelta(hours=23, minutes=59)
+"""ISO 8601 offsets reach ±23:59: an instant this far inside the calendar exists in every time zone."""
 
 
 def parse_iso_datetime(value: Any) -> datetime:
@@ -25,7 +31,28 @@ def parse_iso_datetime(value: Any) -> datetime:
         raise ValueError("must be an ISO 8601 date-time string")
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
+    if not _in_every_zone(parsed):
+        # Shown in a conversation's time zone it would fall outside the calendar (an OverflowError).
+        raise ValueError("must lie between 0001-01-01T23:59:00Z and 9999-12-31T00:00:59Z")
     return parsed
+
+
+def _in_every_zone(moment: datetime) -> bool:
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:
+        return False
+    return EARLIEST + _LARGEST_OFFSET <= utc <= LATEST - _LARGEST_OFFSET
+
+
+def day_start(day: date) -> datetime:
+    """Midnight UTC at the start of ``day``."""
+    return datetime.combine(day, time(0), tzinfo=UTC)
+
+
+def day_end(day: date) -> datetime:
+    """The exclusive end of ``day`` in UTC: the next midnight, or the calendar's last instant on 9999-12-31."""
+    return LATEST if day == date.max else day_start(day + timedelta(days=1))
 
 
 def parse_day(value: Any) -> date:
