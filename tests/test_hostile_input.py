@@ -164,6 +164,13 @@ CASES = [
         400,
         "message_id",
     ),
+    Case(
+        "256-character default_timezone (a file name too long for zoneinfo; found by schemathesis)",
+        META,
+        with_(META_BODY, default_timezone="0" * 256),
+        400,
+        "default_timezone",
+    ),
     Case("10,000-character group_id in flush", FLUSH, {"group_id": "g" * 10_000}, 400, "group_id"),
     Case(
         "10,000-character user_details key",

@@ -44,7 +44,7 @@ class ConversationMetaRequest(BaseModel):
     def _known_timezone(cls, value: str) -> str:
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
+        except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # OSError: a name too long for a file
             raise ValueError(f"unknown time zone {value!r} (use an IANA name such as Asia/Shanghai)") from exc
         return value
 
