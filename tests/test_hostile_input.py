@@ -182,6 +182,13 @@ CASES = [
     ),
     Case("10,000-deep nested JSON", MEMORIZE, b"[" * 10_000 + b"]" * 10_000, 400, says="nested"),
     Case(
+        "40 brackets, then a string that never closes (the depth scan was quadratic: 80 KB took 25 s)",
+        MEMORIZE,
+        b"[" * 40 + b'"' + b'\\"' * 200_000,
+        400,
+        says="nested",
+    ),
+    Case(
         "32-deep nested JSON (the limit)",
         META,
         with_(META_BODY, user_details={"u1": {"full_name": "Ann", "role": "dev", "extra": nested(MAX_JSON_DEPTH - 3)}}),

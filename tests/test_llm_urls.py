@@ -80,6 +80,7 @@ def test_the_server_key_is_not_inherited_by_a_config_naming_its_own_url(fake_llm
         "http://0.0.0.0:{port}/v1",
         "http://224.0.0.1/v1",
         "http://[fd00::1]/v1",
+        "http://[fec0::1]/v1",  # site-local: Python counts it as global
         "http://[::ffff:127.0.0.1]:{port}/v1",
         "http://2130706433:{port}/v1",  # 127.0.0.1 as one number
         "http://127.1:{port}/v1",

@@ -64,7 +64,12 @@ def non_public_kind(ip: IPAddress) -> str | None:
     for kind in ("loopback", "link_local", "unspecified", "multicast", "reserved", "private"):
         if getattr(ip, f"is_{kind}"):
             return kind.replace("_", "-")
+    if isinstance(ip, ipaddress.IPv6Address) and ip in _SITE_LOCAL:
+        return "site-local"  # deprecated, but still routed inside some networks; Python calls it global
     return None if ip.is_global else "non-public"
+
+
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")
 
 
 def pinned_http_client(pinned: PinnedHost, timeout_s: float) -> httpx.AsyncClient:
