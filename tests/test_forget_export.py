@@ -56,7 +56,10 @@ def test_forget_a_user_keeps_the_others_memories_formed_again(client: TestClient
     export = client.get("/api/v3/agentic/users/user_001/export", headers=mine).json()["result"]
     assert export["messages"] == [] and export["memories"] == [] and export["profiles"] == []
     again = client.delete("/api/v3/agentic/users/user_001", headers=mine).json()["result"]  # idempotent
-    assert again["deleted"] == {"memcells": 0, "memories": 0, "profiles": 0, "messages": 0}
+    assert again["deleted"] == {"memcells": 0, "memories": 0, "profiles": 0, "messages": 0, "participant_details": 0}
+    # Their name and role left the conversation's participants.
+    details = rows(database_url, f"SELECT user_details FROM conversation_meta WHERE {acme}")[0]["user_details"]
+    assert set(details) == {"user_002"}
 
 
 def test_forget_a_group(client: TestClient, database_url: str):
@@ -89,6 +92,11 @@ def test_export_holds_messages_memories_and_profiles(client: TestClient, databas
     assert all(m["group_id"] == "group_123" for m in export["memories"])  # nothing of the other tenant
     assert [p["version"] for p in export["profiles"]] == [1] and export["profiles"][0]["group_id"] == "group_123"
     assert "embedding" not in str(export["memories"][0].keys())
+    # Not the other participant's own memories of the shared MemCell.
+    assert all(m["user_id"] in (None, "user_002") for m in export["memories"])
+    assert export["participant_details"] == [
+        {"group_id": "group_123", "details": {"full_name": "Li Si", "role": "designer"}}
+    ]
 
 
 def test_list_memories_filters_and_pages(client: TestClient, database_url: str):
@@ -119,3 +127,35 @@ def test_list_memories_filters_and_pages(client: TestClient, database_url: str):
                          ("start_time=yesterday", "start_time")):  # fmt: skip
         bad = client.get(f"{MEMORIES}?{query}", headers=headers)
         assert bad.status_code == 400 and field in bad.json()["message"], (query, bad.text)
+
+
+def test_forget_rebuilds_the_others_profiles_without_the_forgotten_words(client: TestClient, database_url: str):
+    """Profile versions build on the previous one: a version after the shared MemCell carries the forgotten
+    user's part too, so every MemCell of the stream from the first shared one on is formed again."""
+    headers = bearer(create_key(database_url, "acme"))
+    talk = [(1, "user_001", "Shall we plan the launch party"), (2, "user_002", "Yes, on the roof terrace")]
+    alone = [(3, "user_002", "I booked the terrace for Friday"), (4, "user_002", "And ordered the cake")]
+    for part in (talk, alone):
+        for i, sender, text in part:
+            assert client.post(MEMORIZE, json=message(i, text, sender=sender), headers=headers).status_code == 200
+        assert client.post(FLUSH, json={"group_id": "group_123"}, headers=headers).status_code == 200
+    result = client.delete("/api/v3/agentic/users/user_001", headers=headers).json()["result"]
+    assert result["deleted"]["memcells"] == 2 and result["reformed"]["memcells"] == 2
+    texts = " ".join(r["content"] for r in rows(database_url, "SELECT content FROM memories"))
+    assert "launch party" not in texts and "roof terrace" in texts and "cake" in texts
+    assert rows(database_url, "SELECT count(*) AS n FROM memcells")[0]["n"] == 2
+    # The profile is what user_002's three messages alone give: formed from scratch, the same.
+    fresh = bearer(create_key(database_url, "fresh"))
+    for part in ([talk[1]], alone):
+        for i, sender, text in part:
+            assert client.post(MEMORIZE, json=message(i, text, sender=sender), headers=fresh).status_code == 200
+        assert client.post(FLUSH, json={"group_id": "group_123"}, headers=fresh).status_code == 200
+    alone_only = rows(
+        database_url,
+        "SELECT profile FROM profiles WHERE tenant_id = 'fresh' AND user_id = 'user_002' ORDER BY version DESC LIMIT 1",
+    )[0]["profile"]
+    rebuilt = rows(
+        database_url,
+        "SELECT profile FROM profiles WHERE tenant_id = 'acme' AND user_id = 'user_002' ORDER BY version DESC LIMIT 1",
+    )[0]["profile"]
+    assert rebuilt == alone_only

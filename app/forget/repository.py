@@ -12,10 +12,25 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.db.tables import conversation_meta, memcells, memories, messages, profiles
 
 
-async def memcells_of_sender(conn: AsyncConnection, user_id: str) -> list[UUID]:
-    """The MemCells formed from any message the user sent (group and personal streams)."""
-    statement = (
-        select(messages.c.memcell_id).where(messages.c.sender == user_id, messages.c.memcell_id.is_not(None)).distinct()
+async def memcells_from_first_of_sender(conn: AsyncConnection, user_id: str) -> list[UUID]:
+    """In every stream where the user has a message in a MemCell, that MemCell and all later ones of the
+    stream: profile versions build on the previous one, so every version from the first MemCell with the
+    user's words on may carry them."""
+    theirs = (
+        select(memcells.c.stream_kind, memcells.c.stream_id, func.min(memcells.c.start_time).label("since"))
+        .where(
+            memcells.c.id.in_(
+                select(messages.c.memcell_id).where(messages.c.sender == user_id, messages.c.memcell_id.is_not(None))
+            )
+        )
+        .group_by(memcells.c.stream_kind, memcells.c.stream_id)
+        .subquery()
+    )
+    statement = select(memcells.c.id).join(
+        theirs,
+        (memcells.c.stream_kind == theirs.c.stream_kind)
+        & (memcells.c.stream_id == theirs.c.stream_id)
+        & (memcells.c.start_time >= theirs.c.since),
     )
     return list((await conn.execute(statement)).scalars())
 
@@ -48,21 +63,33 @@ async def delete_memcells(conn: AsyncConnection, ids: Sequence[UUID]) -> dict[st
 
 
 async def reset_to_pending(conn: AsyncConnection, message_ids: Sequence[int]) -> None:
-    """Put messages back in the intake buffer, to be formed again (the boundary judge asked afresh)."""
+    """Put messages whose MemCell was just deleted back in the intake buffer, to be formed again. Only
+    those still without a MemCell: a concurrent forget may have formed them again already."""
     if message_ids:
         await conn.execute(
             update(messages)
-            .where(messages.c.id.in_(list(message_ids)))
-            .values(status="pending", memcell_id=None, boundary_checked=False, extract_attempts=0)
+            .where(
+                messages.c.id.in_(list(message_ids)),
+                messages.c.status == "processed",
+                messages.c.memcell_id.is_(None),
+            )
+            .values(status="pending", boundary_checked=False, extract_attempts=0)
         )
 
 
 async def delete_user_rows(conn: AsyncConnection, user_id: str) -> dict[str, int]:
-    """The user's messages, the memories about them left after their MemCells went, and their profiles."""
+    """The user's messages, the memories about them left after their MemCells went, their profiles, and
+    their entry in every conversation's participants (``user_details``)."""
+    details = await conn.execute(
+        update(conversation_meta)
+        .where(conversation_meta.c.user_details.has_key(user_id))
+        .values(user_details=conversation_meta.c.user_details - user_id)
+    )
     return {
         "messages": await _delete(conn, messages, messages.c.sender == user_id),
         "memories": await _delete(conn, memories, memories.c.user_id == user_id),
         "profiles": await _delete(conn, profiles, profiles.c.user_id == user_id),
+        "participant_details": details.rowcount,
     }
 
 

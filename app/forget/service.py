@@ -1,10 +1,12 @@
 """Forget a user or a group in the caller's tenant: one transaction deletes, then the streams the user shared
 with others are formed again from the messages that remain.
 
-Forgetting a user deletes their messages (in groups and their personal stream), every MemCell formed from
-any of their messages with all its memories and the profile versions it produced, and their profiles.
-The other members' messages of those MemCells go back to pending and are formed again, MemCell by MemCell
-with the old boundaries, so the others keep memories of their own words without the forgotten user's.
+Forgetting a user deletes their messages (in groups and their personal stream), their profiles and their
+entry in conversations' ``user_details``; and in each stream where they spoke, the first MemCell with
+their words and every later one, with all their memories and the profile versions they produced (a
+profile version builds on the previous one, so all from that point on may carry the user's words). The
+other members' messages of those MemCells go back to pending and are formed again, MemCell by MemCell
+with the old boundaries, so the others keep memories and profiles of their own words only.
 Both operations are idempotent: forgetting someone unknown deletes nothing and answers the zero counts.
 """
 
@@ -21,7 +23,7 @@ from app.runtime import Runtime
 
 async def forget_user(runtime: Runtime, user_id: str) -> dict[str, Any]:
     async with runtime.engine.begin() as conn:
-        cells = await repository.memcells_of_sender(conn, user_id)
+        cells = await repository.memcells_from_first_of_sender(conn, user_id)
         others = await repository.other_messages_of(conn, cells, user_id)
         deleted = await repository.delete_memcells(conn, cells)
         await repository.reset_to_pending(conn, [m["id"] for m in others])

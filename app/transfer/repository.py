@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.tables import memories, messages, profiles
+from app.db.tables import conversation_meta, memories, messages, profiles
 from app.memories.repository import RETURNED, to_api
 
 MESSAGE_COLUMNS = [
@@ -32,13 +32,19 @@ async def messages_of(conn: AsyncConnection, user_id: str) -> list[dict[str, Any
 
 
 async def memories_of(conn: AsyncConnection, user_id: str) -> list[dict[str, Any]]:
-    """Memories about the user, and every memory formed from a MemCell with a message of theirs."""
+    """Memories about the user, and the group-level memories (no user) of MemCells with a message of theirs;
+    not the other participants' own memories of those MemCells."""
     their_memcells = select(messages.c.memcell_id).where(
         messages.c.sender == user_id, messages.c.memcell_id.is_not(None)
     )
     statement = (
         select(*RETURNED, memories.c.created_at)
-        .where(or_(memories.c.user_id == user_id, memories.c.memcell_id.in_(their_memcells)))
+        .where(
+            or_(
+                memories.c.user_id == user_id,
+                and_(memories.c.user_id.is_(None), memories.c.memcell_id.in_(their_memcells)),
+            )
+        )
         .order_by(memories.c.timestamp, memories.c.id)
     )
     return [to_api(dict(row)) for row in (await conn.execute(statement)).mappings()]
@@ -49,5 +55,15 @@ async def profiles_of(conn: AsyncConnection, user_id: str) -> list[dict[str, Any
         select(profiles.c.group_id, profiles.c.version, profiles.c.profile, profiles.c.source, profiles.c.created_at)
         .where(profiles.c.user_id == user_id)
         .order_by(profiles.c.group_id.nulls_first(), profiles.c.version)
+    )
+    return [dict(row) for row in (await conn.execute(statement)).mappings()]
+
+
+async def participant_details_of(conn: AsyncConnection, user_id: str) -> list[dict[str, Any]]:
+    """The user's entry in each conversation's ``user_details`` (name, role, ...)."""
+    statement = (
+        select(conversation_meta.c.group_id, conversation_meta.c.user_details[user_id].label("details"))
+        .where(conversation_meta.c.user_details.has_key(user_id))
+        .order_by(conversation_meta.c.group_id)
     )
     return [dict(row) for row in (await conn.execute(statement)).mappings()]

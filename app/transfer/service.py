@@ -1,7 +1,8 @@
 """A user's export: everything held about them as one JSON document (format ``memsys.user-export`` v1).
 
-Messages they sent, memories about them or formed from their messages (types, times, provenance), and
-every version of their profiles. Embeddings are left out: they are derived, large, and model-specific.
+Messages they sent, memories about them and the group-level memories formed from their messages (types,
+times, provenance), every version of their profiles, and their entry in conversations' ``user_details``.
+Embeddings are left out: they are derived, large, and model-specific.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ async def export_user(runtime: Runtime, user_id: str) -> dict[str, Any]:
         messages = await repository.messages_of(conn, user_id)
         memories = await repository.memories_of(conn, user_id)
         profiles = await repository.profiles_of(conn, user_id)
+        details = await repository.participant_details_of(conn, user_id)
     return {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
@@ -30,6 +32,7 @@ async def export_user(runtime: Runtime, user_id: str) -> dict[str, Any]:
         "messages": [_times(m, "create_time", "received_at") for m in messages],
         "memories": memories,
         "profiles": [_times(p, "created_at") for p in profiles],
+        "participant_details": details,
     }
 
 
