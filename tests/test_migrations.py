@@ -56,3 +56,16 @@ def test_a_database_made_for_another_embedding_size_is_refused(empty_database: s
     with pytest.raises(ConfigurationError, match="384-dimensional.*1536"):
         migrate.check_embedding_dimensions(empty_database, 1536)
     migrate.check_embedding_dimensions(empty_database, 384)
+
+
+def test_downgrade_below_tenants_is_refused_while_other_tenants_exist(empty_database: str) -> None:
+    migrate.upgrade(empty_database, 384)
+    with psycopg.connect(empty_database) as conn:
+        conn.execute("INSERT INTO tenants (tenant_id) VALUES ('acme')")
+    with pytest.raises(Exception, match="would merge tenants"):
+        migrate.downgrade(empty_database, 384)
+    assert "tenants" in _tables(empty_database)  # nothing was undone
+    with psycopg.connect(empty_database) as conn:
+        conn.execute("DELETE FROM tenants WHERE tenant_id <> 'default'")
+    migrate.downgrade(empty_database, 384)
+    assert _tables(empty_database) == {"alembic_version"}

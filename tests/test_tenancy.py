@@ -203,9 +203,11 @@ def test_refuses_to_serve_anonymous_on_a_public_address(server_process_factory, 
 def test_what_a_key_resolves_to_is_remembered_for_the_cache_time(settings: Settings, database_url: str):
     from app.tenancy import service
 
-    key = create_key(database_url, "acme")
-    create_key(database_url, "other")  # keys stay required after the revocation
     with app_client(settings, key_cache_seconds=60) as cached:
+        assert cached.get(MEMORIES).status_code == 200  # anonymous: no key exists
+        key = create_key(database_url, "acme")
+        assert cached.get(MEMORIES).status_code == 401  # anonymous access was not remembered
+        create_key(database_url, "other")  # keys stay required after the revocation
         assert cached.get(MEMORIES, headers=bearer(key)).status_code == 200
         assert cached.get(MEMORIES, headers=bearer("msk_wrong")).status_code == 401
         key_id = rows(database_url, "SELECT id FROM api_keys WHERE tenant_id = 'acme'")[0]["id"]

@@ -83,7 +83,7 @@ async def delete_user_rows(conn: AsyncConnection, user_id: str) -> dict[str, int
     details = await conn.execute(
         update(conversation_meta)
         .where(conversation_meta.c.user_details.has_key(user_id))
-        .values(user_details=conversation_meta.c.user_details - user_id)
+        .values(user_details=conversation_meta.c.user_details.op("-")(user_id))
     )
     return {
         "messages": await _delete(conn, messages, messages.c.sender == user_id),

@@ -1,8 +1,9 @@
 """The guard every route passes: the request's API key becomes its tenant (``request.state.tenant``).
 
 Public routes (``/health`` and the API docs) are marked ``opt={"public": True}`` or live under the docs path.
-What a key resolves to is remembered for ``MEMSYS_KEY_CACHE_SECONDS`` (a revoked key keeps working for at
-most that long); 0 looks every request's key up in the database.
+The tenant of a valid key is remembered for ``MEMSYS_KEY_CACHE_SECONDS`` (a revoked key keeps working for
+at most that long); 0 looks every request's key up in the database. Refusals and anonymous access are never
+remembered: a key created for an anonymous server closes it at once, and random keys cannot fill the cache.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import time
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
-from app.errors import Unauthorized
 from app.runtime import Runtime
 from app.tenancy import service as keys
 
@@ -21,24 +21,24 @@ _CACHE_LIMIT = 10_000
 
 
 class KeyCache:
-    """bearer hash → (tenant or the Unauthorized it raised, expiry); one per app."""
+    """Hash of a valid key → (its tenant, expiry); one per app."""
 
     def __init__(self, ttl_s: float) -> None:
         self.ttl_s = ttl_s
-        self._entries: dict[str, tuple[str | Unauthorized, float]] = {}
+        self._entries: dict[str, tuple[str, float]] = {}
 
-    def get(self, key: str) -> str | Unauthorized | None:
-        entry = self._entries.get(key)
+    def get(self, key_hash: str) -> str | None:
+        entry = self._entries.get(key_hash)
         if entry is None or entry[1] < time.monotonic():
             return None
         return entry[0]
 
-    def put(self, key: str, value: str | Unauthorized) -> None:
+    def put(self, key_hash: str, tenant: str) -> None:
         if self.ttl_s <= 0:
             return
-        if len(self._entries) >= _CACHE_LIMIT:
+        if len(self._entries) >= _CACHE_LIMIT:  # only valid keys get here: as many as the database holds
             self._entries.clear()
-        self._entries[key] = (value, time.monotonic() + self.ttl_s)
+        self._entries[key_hash] = (tenant, time.monotonic() + self.ttl_s)
 
 
 def bearer_token(connection: ASGIConnection) -> str | None:
@@ -52,18 +52,14 @@ async def authenticate(connection: ASGIConnection, handler: BaseRouteHandler) ->
     runtime: Runtime = connection.app.state.runtime
     cache: KeyCache = connection.app.state.key_cache
     bearer = bearer_token(connection)
-    cache_key = keys.key_hash(bearer) if bearer else ""
-    found = cache.get(cache_key)
-    if found is None:
+    key_hash = keys.key_hash(bearer) if bearer else None
+    tenant = cache.get(key_hash) if key_hash else None
+    if tenant is None:
         settings = runtime.settings
-        try:
-            async with runtime.engine.connect() as conn:
-                found = await keys.authenticate(
-                    conn, bearer, anonymous_ok=keys.anonymous_allowed(settings.host, settings.allow_anonymous)
-                )
-        except Unauthorized as refused:
-            found = refused
-        cache.put(cache_key, found)
-    if isinstance(found, Unauthorized):
-        raise Unauthorized(str(found))
-    connection.state.tenant = found
+        async with runtime.engine.connect() as conn:
+            tenant, valid_key = await keys.authenticate(
+                conn, bearer, anonymous_ok=keys.anonymous_allowed(settings.host, settings.allow_anonymous)
+            )
+        if valid_key:
+            cache.put(key_hash, tenant)
+    connection.state.tenant = tenant

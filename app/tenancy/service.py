@@ -74,17 +74,18 @@ async def refuse_open_anonymous(conn: AsyncConnection, host: str, allow_anonymou
         )
 
 
-async def authenticate(conn: AsyncConnection, bearer: str | None, *, anonymous_ok: bool) -> str:
-    """The tenant of a request: its key's, or ``default`` when no active key exists and anonymity is allowed."""
+async def authenticate(conn: AsyncConnection, bearer: str | None, *, anonymous_ok: bool) -> tuple[str, bool]:
+    """The tenant of a request and whether a valid key gave it: the key's tenant, or ``default`` when no
+    active key exists and anonymity is allowed; otherwise ``Unauthorized``."""
     tenant, any_key = await repository.key_lookup(conn, key_hash(bearer) if bearer else None)
     if tenant is not None:
-        return tenant
+        return tenant, True
     if any_key:
         raise Unauthorized(
             "Invalid or revoked API key" if bearer else "Missing API key: send Authorization: Bearer <key>"
         )
     if anonymous_ok:
-        return DEFAULT_TENANT
+        return DEFAULT_TENANT, False
     raise Unauthorized(
         "No API key exists and anonymous access is off on this address: create one with memsys keys create"
     )

@@ -208,6 +208,14 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # Without tenant_id the keys of two tenants collide: refuse rather than fail half-way or merge them.
+    op.execute("""
+        DO $$ BEGIN
+            IF EXISTS (SELECT FROM tenants WHERE tenant_id <> 'default') THEN
+                RAISE EXCEPTION 'memsys: downgrading below 0003 would merge tenants; delete every tenant '
+                    'but default first (DELETE FROM tenants WHERE tenant_id <> ''default'' deletes their data)';
+            END IF;
+        END $$""")
     op.execute(f"REVOKE USAGE, SELECT ON SEQUENCE messages_id_seq FROM {SERVICE_ROLE}")
     op.execute(f"REVOKE SELECT ON alembic_version FROM {SERVICE_ROLE}")
     op.execute(f"REVOKE USAGE ON SCHEMA public FROM {SERVICE_ROLE}")
