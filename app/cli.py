@@ -49,11 +49,9 @@ def _serve(settings: Settings, host: str, port: int) -> int:
 
 
 def _migrate(settings: Settings) -> int:
-    from app.db import migrate
-    from app.db.engine import resolve_database_url, service_database_url
+    from app.db.engine import migrate_schema, resolve_database_url
 
-    url = resolve_database_url(settings)
-    migrate.upgrade(url, settings.embedding_dimensions, service_url=service_database_url(settings, url))
+    migrate_schema(settings, resolve_database_url(settings))
     print("migrated to head")
     return 0
 
@@ -62,14 +60,13 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
     """Keys are made and revoked with the owner's URL: the service's role may only read them."""
     import asyncio
 
-    from app.db import migrate
-    from app.db.engine import create_engine, resolve_database_url, service_database_url
+    from app.db.engine import create_engine, migrate_schema, resolve_database_url
     from app.errors import MemsysError
     from app.tenancy import service
 
     url = resolve_database_url(settings)
     if settings.migrate_on_start:
-        migrate.upgrade(url, settings.embedding_dimensions, service_url=service_database_url(settings, url))
+        migrate_schema(settings, url)
 
     async def run() -> None:
         engine = create_engine(url, settings)

@@ -13,7 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import migrate
 from app.db.embedded import release_embedded
-from app.db.engine import check_service_role, create_engine, resolve_database_url, service_database_url
+from app.db.engine import (
+    check_service_role,
+    create_engine,
+    migrate_schema,
+    resolve_database_url,
+    service_database_url,
+)
 from app.providers.embeddings import Embedder, create_embedder
 from app.providers.llm import LLMClient
 from app.settings import Settings
@@ -54,7 +60,7 @@ def build_runtime(settings: Settings) -> Runtime:
     database_url = resolve_database_url(settings)
     service_url = service_database_url(settings, database_url)
     if settings.migrate_on_start:
-        migrate.upgrade(database_url, settings.embedding_dimensions, service_url=service_url)
+        migrate_schema(settings, database_url)
     migrate.check_embedding_dimensions(database_url, settings.embedding_dimensions)
     check_service_role(service_url)
     embedder = create_embedder(settings)

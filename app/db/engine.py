@@ -7,6 +7,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from app.db import migrate
 from app.db.embedded import embedded_database_url, sqlalchemy_url
 from app.db.migrate import SERVICE_ROLE
 from app.errors import ConfigurationError
@@ -35,6 +36,11 @@ def service_database_url(settings: Settings, owner_url: str) -> str:
     if settings.service_database_url:
         return settings.service_database_url
     return make_url(sqlalchemy_url(owner_url)).set(username=SERVICE_ROLE, password=None).render_as_string(False)
+
+
+def migrate_schema(settings: Settings, owner_url: str) -> None:
+    """Apply the migrations as the owner; a password in the service's URL of ``memsys_app`` becomes its own."""
+    migrate.upgrade(owner_url, settings.embedding_dimensions, service_url=service_database_url(settings, owner_url))
 
 
 def check_service_role(service_url: str) -> None:

@@ -10,6 +10,7 @@ from sqlalchemy import Table, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import conversation_meta, memcells, memories, messages, profiles
+from app.memorize.repository import memcells_of_sender
 
 
 async def memcells_from_first_of_sender(conn: AsyncConnection, user_id: str) -> list[UUID]:
@@ -18,11 +19,7 @@ async def memcells_from_first_of_sender(conn: AsyncConnection, user_id: str) -> 
     user's words on may carry them."""
     theirs = (
         select(memcells.c.stream_kind, memcells.c.stream_id, func.min(memcells.c.start_time).label("since"))
-        .where(
-            memcells.c.id.in_(
-                select(messages.c.memcell_id).where(messages.c.sender == user_id, messages.c.memcell_id.is_not(None))
-            )
-        )
+        .where(memcells.c.id.in_(memcells_of_sender(user_id)))
         .group_by(memcells.c.stream_kind, memcells.c.stream_id)
         .subquery()
     )

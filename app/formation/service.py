@@ -79,7 +79,7 @@ async def is_due(conn: AsyncConnection, runtime: Runtime, stream: Stream) -> boo
     pending = await repo.pending_messages(conn, stream, limit=limit)
     if len(pending) >= limit:
         return True
-    if runtime.llm is not None and runtime.llm.configured and any(not m["boundary_checked"] for m in pending[1:]):
+    if _server_llm(runtime) is not None and any(not m["boundary_checked"] for m in pending[1:]):
         return True
     cuts = await boundary.cut(pending, boundary.BoundaryRules.from_settings(runtime.settings))
     return bool(cuts.closed)
@@ -96,7 +96,7 @@ async def process_stream(runtime: Runtime, stream: Stream, *, flush: bool = Fals
 async def form_again(runtime: Runtime, stream: Stream, cells: list[list[int]]) -> FormationOutcome:
     """Form each list of pending message ids (rows of ``messages``) into one MemCell, in order: the boundaries
     a MemCell had before some of its messages were forgotten. Ids no longer pending are skipped."""
-    llm = runtime.llm if runtime.llm is not None and runtime.llm.configured else None
+    llm = _server_llm(runtime)
     outcome = FormationOutcome()
     async with _stream_locked(runtime, stream, wait=True) as conn:
         async with conn.begin():
@@ -114,6 +114,11 @@ async def form_again(runtime: Runtime, stream: Stream, cells: list[list[int]]) -
                 outcome.warn(str(deferred))
                 break
     return outcome
+
+
+def _server_llm(runtime: Runtime) -> LLMClient | None:
+    """The LLM formation uses: the server's own, when it has a key; None forms offline."""
+    return runtime.llm if runtime.llm is not None and runtime.llm.configured else None
 
 
 @asynccontextmanager
@@ -148,7 +153,7 @@ async def _release(conn: AsyncConnection, stream: Stream) -> None:
 
 
 async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flush: bool) -> FormationOutcome:
-    llm = runtime.llm if runtime.llm is not None and runtime.llm.configured else None
+    llm = _server_llm(runtime)
     rules = boundary.BoundaryRules.from_settings(runtime.settings)
     outcome = FormationOutcome()
     meta: dict[str, Any] | None = None

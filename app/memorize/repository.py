@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import Select, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -19,3 +20,8 @@ async def insert_message(conn: AsyncConnection, row: dict[str, Any]) -> bool:
         .returning(messages.c.id)
     )
     return (await conn.execute(statement)).first() is not None
+
+
+def memcells_of_sender(user_id: str) -> Select:
+    """The ids of the MemCells formed from messages ``user_id`` sent (a subquery for forget and export)."""
+    return select(messages.c.memcell_id).where(messages.c.sender == user_id, messages.c.memcell_id.is_not(None))

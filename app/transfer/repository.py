@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import conversation_meta, memories, messages, profiles
 from app.memories.repository import RETURNED, to_api
+from app.memorize.repository import memcells_of_sender
 
 MESSAGE_COLUMNS = [
     messages.c.message_id,
@@ -34,15 +35,12 @@ async def messages_of(conn: AsyncConnection, user_id: str) -> list[dict[str, Any
 async def memories_of(conn: AsyncConnection, user_id: str) -> list[dict[str, Any]]:
     """Memories about the user, and the group-level memories (no user) of MemCells with a message of theirs;
     not the other participants' own memories of those MemCells."""
-    their_memcells = select(messages.c.memcell_id).where(
-        messages.c.sender == user_id, messages.c.memcell_id.is_not(None)
-    )
     statement = (
         select(*RETURNED, memories.c.created_at)
         .where(
             or_(
                 memories.c.user_id == user_id,
-                and_(memories.c.user_id.is_(None), memories.c.memcell_id.in_(their_memcells)),
+                and_(memories.c.user_id.is_(None), memories.c.memcell_id.in_(memcells_of_sender(user_id))),
             )
         )
         .order_by(memories.c.timestamp, memories.c.id)
