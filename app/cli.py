@@ -15,6 +15,8 @@ def main(argv: list[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="run the HTTP service")
     serve.add_argument("--host", default=None, help="address to bind (default MEMSYS_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default MEMSYS_PORT or 1995)")
+    worker = commands.add_parser("worker", help="run formation workers in this process (next to memsys serve)")
+    worker.add_argument("--concurrency", type=int, default=1, help="streams formed at the same time (default 1)")
     commands.add_parser("migrate", help="apply the database migrations (alembic upgrade head)")
     commands.add_parser("db-url", help="print the database URL (starts the embedded server if needed)")
     keys = commands.add_parser("keys", help="API keys: create, list, revoke (with the owner's database URL)")
@@ -31,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         return _serve(settings, args.host or settings.host, args.port or settings.port)
+    if args.command == "worker":
+        return _worker(settings, args.concurrency)
     if args.command == "migrate":
         return _migrate(settings)
     if args.command == "keys":
@@ -45,6 +49,25 @@ def _serve(settings: Settings, host: str, port: int) -> int:
 
     settings = settings.model_copy(update={"host": host})
     uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower())
+    return 0
+
+
+def _worker(settings: Settings, concurrency: int) -> int:
+    """Formation workers as their own process; SIGTERM or SIGINT stops them after the jobs in hand."""
+    import asyncio
+
+    from app.formation import tasks
+    from app.runtime import build_runtime
+
+    async def run() -> None:
+        runtime = build_runtime(settings)
+        try:
+            async with tasks.open_queue(runtime.service_url):
+                await tasks.run_workers(runtime, concurrency, install_signal_handlers=True)
+        finally:
+            await runtime.close()
+
+    asyncio.run(run())
     return 0
 
 

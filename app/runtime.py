@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import migrate
-from app.db.embedded import release_embedded
+from app.db.embedded import libpq_url, release_embedded
 from app.db.engine import (
     check_service_role,
     create_engine,
@@ -39,6 +39,8 @@ class Runtime:
     embedder: Embedder
     llm: LLMClient | None = field(default=None)
     """The server's LLM client (formation uses it when ``llm.configured``; callers may override per call)."""
+    service_url: str = ""
+    """The service's login (libpq form for the formation queue's own pool)."""
     tenant: str | None = None
     """None in the shared runtime, whose engine sees no tenant data; set in ``for_tenant``'s copies."""
 
@@ -69,6 +71,7 @@ def build_runtime(settings: Settings) -> Runtime:
         settings=settings,
         engine=scope.install(create_engine(service_url, settings)),
         database_url=database_url,
+        service_url=libpq_url(service_url),
         embedder=embedder,
         llm=LLMClient.from_settings(settings),
     )

@@ -43,10 +43,24 @@ class Settings(BaseSettings):
     """With no API key in the database the service is anonymous (tenant ``default``) on a loopback address
     only; true allows it on any address."""
 
+    # --- memory formation: the queue -----------------------------------------------------------
+    workers: int = 1
+    """Formation workers ``memsys serve`` runs in its own process; 0: none (run ``memsys worker``)."""
+    flush_timeout_seconds: float = 15.0
+    """How long ``flush`` waits for the worker to form the stream before it answers ``pending``."""
+    formation_retry_seconds: float = 30.0
+    """A stream the worker could not form (the embedder failed, an unexpected error) is tried again this much later."""
+    worker_heartbeat_seconds: float = 10.0
+    """How often a worker tells the queue it is alive."""
+    worker_stalled_seconds: float = 30.0
+    """A job whose worker was silent this long ran on a dead worker (``kill -9``): it is run again."""
+
     # --- memory formation: boundaries ----------------------------------------------------------
     boundary_max_tokens: int = 8192
     boundary_max_messages: int = 50
     boundary_gap_hours: float = 4.0
+    boundary_idle_seconds: float = 600.0
+    """A stream with pending messages and none new for this long is formed as if flushed; 0: never."""
 
     # --- LLM (any OpenAI-compatible chat endpoint) -----------------------------------------------
     llm_api_key: str | None = Field(
@@ -55,8 +69,12 @@ class Settings(BaseSettings):
     )
     llm_base_url: str = "https://openrouter.ai/api/v1"
     llm_model: str = "qwen/qwen3-235b-a22b-2507"
-    llm_timeout_s: float = 60.0
+    llm_timeout_s: float = Field(
+        default=60.0, validation_alias=AliasChoices("MEMSYS_LLM_TIMEOUT_SECONDS", "MEMSYS_LLM_TIMEOUT_S")
+    )
+    """Each LLM call (and rerank call) gives up after this long; then it is retried."""
     llm_max_retries: int = 2
+    """Retries of a failed LLM call (timeout, 429, 5xx, unusable answer) before the caller gets an error."""
     llm_retry_backoff_s: float = 1.0
     """First retry delay of a failed LLM call; doubled on each further retry (with jitter)."""
     llm_fallback_after: int = 3

@@ -26,7 +26,8 @@ from app.settings import Settings
 
 TEST_DB = "memsys_test"
 TABLES = (
-    "tenants, api_keys, memories, memcells, messages, profiles, conversation_meta, bm25_term_stats, bm25_corpus_stats"
+    "tenants, api_keys, memories, memcells, messages, profiles, conversation_meta, bm25_term_stats, bm25_corpus_stats, "
+    "procrastinate_jobs, procrastinate_events, procrastinate_periodic_defers, procrastinate_workers"
 )
 
 
@@ -79,19 +80,14 @@ def _empty_tables(request: pytest.FixtureRequest) -> Iterator[None]:
             conn.execute("INSERT INTO tenants (tenant_id) VALUES ('default')")
 
 
-@pytest.fixture(scope="session")
-def app_client(settings: Settings) -> Iterator[TestClient]:
-    """The app in-process (ASGI), its lifespan run once for the session."""
+@pytest.fixture
+def client(settings: Settings, database_url: str) -> Iterator[TestClient]:
+    """The app in-process (ASGI) with its formation worker, for one test: a test's own app with other
+    settings (``formation_helpers.app_client``) is then the only worker, forming with its settings."""
     from app.http.app import create_app
 
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         yield client
-
-
-@pytest.fixture
-def client(app_client: TestClient, database_url: str) -> TestClient:
-    """The session's app client, in a test that starts from empty tables."""
-    return app_client
 
 
 def free_port() -> int:
@@ -101,9 +97,10 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """``memsys serve`` as a real process on a real socket."""
+    """``memsys serve`` as a real process on a real socket (or ``memsys worker``, with ``command="worker"``)."""
 
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+    def __init__(self, env: dict[str, str], cwd: Path, command: str = "serve") -> None:
+        self.command = command
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, **env}
@@ -111,13 +108,16 @@ class ServerProcess:
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> None:
+        arguments = ["serve", "--port", str(self.port)] if self.command == "serve" else [self.command]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "app.cli", *arguments],
             env=self.env,
             cwd=self.cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
+        if self.command != "serve":
+            return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -152,8 +152,8 @@ class ServerProcess:
 def server_process_factory(tmp_path: Path) -> Iterator:
     started: list[ServerProcess] = []
 
-    def make(env: dict[str, str]) -> ServerProcess:
-        server = ServerProcess(env, cwd=Path(__file__).resolve().parent.parent)
+    def make(env: dict[str, str], command: str = "serve") -> ServerProcess:
+        server = ServerProcess(env, cwd=Path(__file__).resolve().parent.parent, command=command)
         started.append(server)
         return server
 

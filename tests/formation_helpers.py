@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
+import time
+
 import psycopg
 from litestar.testing import TestClient
 from psycopg.rows import dict_row
@@ -86,6 +88,20 @@ def app_client(settings: Settings, **overrides: Any) -> Iterator[TestClient]:
 def rows(database_url: str, sql: str, *params: Any) -> list[dict[str, Any]]:
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
         return conn.execute(sql, params or None).fetchall()
+
+
+def wait_for(database_url: str, sql: str, expected: Any, *params: Any, timeout: float = 20.0) -> None:
+    """Wait until ``sql``'s first column of its first row equals ``expected`` (the worker forms in the
+    background); fail with the last value seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = rows(database_url, sql, *params)
+        value = next(iter(found[0].values())) if found else None
+        if value == expected:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{sql!r} gave {value!r}, not {expected!r}, after {timeout:g}s")
+        time.sleep(0.05)
 
 
 def assert_each_message_in_one_memcell(database_url: str, expected_ids: set[str]) -> None:

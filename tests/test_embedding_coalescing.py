@@ -61,3 +61,22 @@ def test_concurrent_queries_get_the_vectors_they_would_get_alone(worker_process:
     alone, together = asyncio.run(main())
     for a, t in zip(alone, together, strict=True):
         assert np.allclose(a, t, atol=1e-5)
+
+
+def test_a_dead_embedding_worker_process_is_restarted(client, database_url):
+    """kill -9 of the local model's worker process: the next formation starts a new one and forms."""
+    import os
+    import signal
+
+    from tests.formation_helpers import FLUSH, MEMORIZE, conversation
+
+    embedder = client.app.state.runtime.embedder
+    pids = list(embedder._worker._processes)  # the pool's processes: what a crash would take away
+    assert pids
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    for body in conversation()[:2]:
+        client.post(MEMORIZE, json=body)
+    result = client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]
+    assert result["status_info"] == "extracted" and result["count"] > 0
+    assert set(embedder._worker._processes).isdisjoint(pids)

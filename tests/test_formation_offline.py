@@ -17,6 +17,7 @@ from tests.formation_helpers import (
     conversation,
     message,
     rows,
+    wait_for,
 )
 
 
@@ -121,9 +122,11 @@ def test_time_gap_closes_the_open_memcell_before_the_new_message(client: TestCli
     client.post(MEMORIZE, json=message(2, "I will", sender="user_002"))
     late = START + timedelta(hours=4, minutes=30)
     answer = client.post(MEMORIZE, json=message(3, "Evening: the release went fine", at=late)).json()
-    assert answer["message"] == "Extracted 5 memories"  # group + 2 personal episodes, 2 event logs
-    assert answer["result"]["status_info"] == "extracted"
-    assert {m["memory_type"] for m in answer["result"]["saved_memories"]} == {"episode", "event_log"}
+    assert answer["message"] == "Message queued, awaiting boundary detection"
+    assert answer["result"]["status_info"] == "accumulated"
+    # The worker forms the first MemCell without a flush: group + 2 personal episodes, 2 event logs.
+    wait_for(database_url, "SELECT count(*) FROM memories", 5)
+    assert {m["memory_type"] for m in rows(database_url, "SELECT memory_type FROM memories")} == {"episode", "event_log"}
     cell = rows(database_url, "SELECT message_ids, boundary_reason FROM memcells")
     assert cell == [{"message_ids": ["msg_001", "msg_002"], "boundary_reason": "time_gap"}]
     assert rows(database_url, "SELECT message_id FROM messages WHERE status = 'pending'") == [{"message_id": "msg_003"}]
@@ -132,7 +135,8 @@ def test_time_gap_closes_the_open_memcell_before_the_new_message(client: TestCli
 def test_max_messages_and_max_tokens(settings: Settings, database_url: str):
     with app_client(settings, boundary_max_messages=3) as client:
         answers = [client.post(MEMORIZE, json=body).json()["result"] for body in conversation(n=7)]
-        assert [a["status_info"] for a in answers] == ["accumulated", "accumulated", "extracted"] * 2 + ["accumulated"]
+        assert [a["status_info"] for a in answers] == ["accumulated"] * 7
+        wait_for(database_url, "SELECT count(*) FROM memcells", 2)
         cells = rows(database_url, "SELECT message_ids, boundary_reason FROM memcells ORDER BY start_time")
         assert [(c["message_ids"], c["boundary_reason"]) for c in cells] == [
             (["msg_001", "msg_002", "msg_003"], "max_messages"),
@@ -144,6 +148,7 @@ def test_max_messages_and_max_tokens(settings: Settings, database_url: str):
     with app_client(settings, boundary_max_tokens=20) as client:
         for i in range(1, 4):  # 9 tokens each ("user_001: token budget filler text"): the third would pass 20
             client.post(MEMORIZE, json=message(100 + i, "token budget filler text", group_id="g_tokens"))
+        wait_for(database_url, "SELECT count(*) FROM memcells WHERE group_id = 'g_tokens'", 1)
         cells = rows(database_url, "SELECT message_ids, boundary_reason FROM memcells WHERE group_id = 'g_tokens'")
         assert cells == [{"message_ids": ["msg_101", "msg_102"], "boundary_reason": "max_tokens"}]
 
@@ -175,3 +180,16 @@ def test_chinese_conversation_gives_chinese_title_and_summary(client: TestClient
     assert episode["title"].startswith("Project Discussion Group 2025年1月15日：")
     assert "张三、李四共发了2条消息" in episode["summary"]
     assert episode["content"].splitlines()[1] == "[2025-01-15 02:02] 李四: 我觉得搜索页面需要重新设计"
+
+
+def test_an_idle_stream_is_formed_without_a_flush(settings: Settings, database_url: str):
+    """A conversation that simply stops: after ``boundary_idle_seconds`` with no new message the worker's
+    periodic idle close (every 10 s) forms it, nobody calls flush."""
+    with app_client(settings, boundary_idle_seconds=1) as client:
+        for body in conversation()[:3]:
+            assert client.post(MEMORIZE, json=body).json()["result"]["status_info"] == "accumulated"
+        assert rows(database_url, "SELECT count(*) AS n FROM memcells")[0]["n"] == 0
+        wait_for(database_url, "SELECT count(*) FROM messages WHERE status = 'pending'", 0, timeout=30)
+    assert rows(database_url, "SELECT message_ids, boundary_reason FROM memcells") == [
+        {"message_ids": ["msg_001", "msg_002", "msg_003"], "boundary_reason": "flush"}
+    ]

@@ -30,13 +30,15 @@ ASK = [{"role": "user", "content": "give me JSON"}]
         'Here you go:\n```\n{"a": 1, "b": [1, 2],}\n```\nAnything else?',
         'Sure. {"a": 1, "b": [1, 2,],} Hope this helps.',
         '<think>maybe {"a": 0}</think>{"a": 1, "b": [1, 2]}',
+        '{"a": 1, "b": [1, 2',  # cut off by the token limit: repaired
+        "{'a': 1, b: [1, 2]}",  # not quite JSON: repaired
     ],
 )
 def test_json_output_is_found_wherever_the_model_put_it(text: str) -> None:
     assert parse_json_output(text) == {"a": 1, "b": [1, 2]}
 
 
-@pytest.mark.parametrize("text", ["no json here", '{"a": ', "42", ""])
+@pytest.mark.parametrize("text", ["no json here", "{", "42", ""])
 def test_unparsable_output_is_a_typed_error(text: str) -> None:
     with pytest.raises(LLMBadOutput):
         parse_json_output(text)

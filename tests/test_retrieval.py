@@ -10,8 +10,8 @@ from tests.retrieval_support import NOW, URL, memory, retrieve, write
 
 
 @pytest.fixture
-def embed(app_client):
-    embedder = app_client.app.state.runtime.embedder
+def embed(client):
+    embedder = client.app.state.runtime.embedder
     return lambda text: embedder.embed_sync([text])[0]
 
 

@@ -160,6 +160,7 @@ messages = Table(
     Column("status", Text, nullable=False, server_default=text("'pending'")),
     Column("boundary_checked", Boolean, nullable=False, server_default=text("false")),
     Column("extract_attempts", Integer, nullable=False, server_default=text("0")),
+    Column("flush_requested", Boolean, nullable=False, server_default=text("false")),
     Column("memcell_id", Uuid, nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     _memcell_fk("SET NULL (memcell_id)"),

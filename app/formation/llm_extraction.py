@@ -9,11 +9,11 @@ import json
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from app.formation import profiles, prompts
+from app.formation import llm_answers, profiles, prompts
 from app.formation.boundary import Judge, Judgement
 from app.formation.language import gap_text
 from app.formation.memcell import Context, Draft, Extraction, MemCell, Message
-from app.providers.llm import LLMBadOutput, LLMClient
+from app.providers.llm import LLMClient
 from app.text.timeparse import parse_iso_datetime
 
 # The judge sees at most this many of the open MemCell's latest messages.
@@ -40,16 +40,11 @@ def boundary_judge(llm: LLMClient, context: Context) -> Judge:
             gap=gap_text(gap, language),
             new=_line(message, context),
         )
-        answer = await llm.complete_json(
-            [{"role": "system", "content": prompts.BOUNDARY[language]}, {"role": "user", "content": user}]
+        answer: llm_answers.Judgement = await llm.complete_json(
+            [{"role": "system", "content": prompts.BOUNDARY[language]}, {"role": "user", "content": user}],
+            schema=llm_answers.Judgement,
         )
-        if not isinstance(answer, dict) or not isinstance(answer.get("should_end"), bool | str):
-            raise LLMBadOutput("The boundary judge's answer has no should_end")
-        should_end = answer["should_end"]
-        if isinstance(should_end, str):
-            should_end = should_end.strip().lower() in ("true", "yes", "1")
-        summary = answer.get("topic_summary")
-        return Judgement(should_end, str(answer.get("reasoning") or ""), str(summary) if summary else None)
+        return Judgement(answer.should_end, answer.reasoning or "", answer.topic_summary)
 
     return judge
 
@@ -72,26 +67,20 @@ def _conversation(cell: MemCell, context: Context) -> str:
 async def extract(llm: LLMClient, cell: MemCell, context: Context, previous: dict[str, dict[str, Any]]) -> Extraction:
     conversation = _conversation(cell, context)
     language = context.language
-    answer = await llm.complete_json(
-        [{"role": "system", "content": prompts.EXTRACTION[language]}, {"role": "user", "content": conversation}]
+    answer: llm_answers.ExtractionAnswer = await llm.complete_json(
+        [{"role": "system", "content": prompts.EXTRACTION[language]}, {"role": "user", "content": conversation}],
+        schema=llm_answers.ExtractionAnswer,
     )
     drafts = _memories(answer, cell, context)
     new_profiles = await _profiles(llm, cell, context, previous, conversation)
-    summary = answer.get("summary") if isinstance(answer.get("summary"), str) else None
-    return Extraction("llm", drafts, new_profiles, profile_source="llm", topic_summary=summary)
+    return Extraction("llm", drafts, new_profiles, profile_source="llm", topic_summary=answer.summary)
 
 
-def _memories(answer: Any, cell: MemCell, context: Context) -> list[Draft]:
-    if not isinstance(answer, dict) or not _text(answer.get("content")):
-        raise LLMBadOutput("The extraction has no episode content")
+def _memories(answer: llm_answers.ExtractionAnswer, cell: MemCell, context: Context) -> list[Draft]:
     group_id = context.stream.group_id
     participants = set(cell.participants)
     base = {"extraction": "llm", "boundary_reason": cell.reason}
-    episode = {
-        "title": _text(answer.get("title")) or None,
-        "summary": _text(answer.get("summary")) or None,
-        "content": _text(answer["content"]),
-    }
+    episode = {"title": answer.title, "summary": answer.summary, "content": answer.content}
     drafts: list[Draft] = []
     if group_id:
         drafts.append(
@@ -104,19 +93,11 @@ def _memories(answer: Any, cell: MemCell, context: Context) -> list[Draft]:
                 **episode,
             )
         )
-    personal = {
-        item["user_id"]: item
-        for item in _items(answer.get("personal_episodes"))
-        if item.get("user_id") in participants and _text(item.get("content"))
-    }
+    personal = {item.user_id: item for item in answer.personal_episodes if item.user_id in participants}
     for user in cell.participants:
         item = personal.get(user)
         own = (
-            {
-                "title": _text(item.get("title")) or episode["title"],
-                "summary": _text(item.get("summary")) or None,
-                "content": _text(item["content"]),
-            }
+            {"title": item.title or episode["title"], "summary": item.summary, "content": item.content}
             if item
             else episode
         )
@@ -131,42 +112,36 @@ def _memories(answer: Any, cell: MemCell, context: Context) -> list[Draft]:
                 **own,
             )
         )
-    for fact in _items(answer.get("event_log")):
-        content = _text(fact.get("fact") or fact.get("content"))
-        if not content:
-            continue
-        sources = _sources(fact, cell)
+    for fact in answer.event_log:
+        sources = _sources(fact.source_message_ids, cell)
         drafts.append(
             Draft(
                 "event_log",
-                content=content,
-                timestamp=_moment(fact.get("time"), context) or _first_time(sources, cell),
+                content=fact.fact,
+                timestamp=_moment(fact.time, context) or _first_time(sources, cell),
                 source_message_ids=sources,
-                user_id=_owner(fact, sources, cell, participants),
+                user_id=_owner(fact.user_id, sources, cell, participants),
                 group_id=group_id,
                 metadata=dict(base),
             )
         )
-    for item in _items(answer.get("semantic_memories") or answer.get("foresight")):
-        content = _text(item.get("content"))
-        if not content:
-            continue
-        sources = _sources(item, cell)
-        valid_from = _day(item.get("valid_from")) or cell.start_time.astimezone(context.zone).date()
-        valid_to = _day(item.get("valid_to"))
+    for item in answer.semantic_memories:
+        sources = _sources(item.source_message_ids, cell)
+        valid_from = _day(item.valid_from) or cell.start_time.astimezone(context.zone).date()
+        valid_to = _day(item.valid_to)
         if valid_to is not None and valid_to < valid_from:
             valid_from, valid_to = valid_to, valid_from
         drafts.append(
             Draft(
                 "semantic_memory",
-                content=content,
+                content=item.content,
                 timestamp=cell.end_time,
                 source_message_ids=sources,
-                user_id=item.get("user_id") if item.get("user_id") in participants else None,
+                user_id=item.user_id if item.user_id in participants else None,
                 group_id=group_id,
                 valid_from=valid_from,
                 valid_to=valid_to,
-                metadata={**base, **({"evidence": _text(item["evidence"])} if _text(item.get("evidence")) else {})},
+                metadata={**base, **({"evidence": item.evidence} if item.evidence else {})},
             )
         )
     return drafts
@@ -185,15 +160,11 @@ async def _profiles(
     user_prompt = (
         f"{conversation}\n\n{prompts.PREVIOUS_PROFILES_HEADER[language]}\n{json.dumps(shown, ensure_ascii=False)}"
     )
-    answer = await llm.complete_json([{"role": "system", "content": system}, {"role": "user", "content": user_prompt}])
-    listed = answer.get("profiles") if isinstance(answer, dict) else answer
-    from_llm = {
-        item["user_id"]: item.get("profile")
-        if isinstance(item.get("profile"), dict)
-        else {k: v for k, v in item.items() if k != "user_id"}
-        for item in _items(listed)
-        if item.get("user_id") in before
-    }
+    answer: llm_answers.ProfilesAnswer = await llm.complete_json(
+        [{"role": "system", "content": system}, {"role": "user", "content": user_prompt}],
+        schema=llm_answers.ProfilesAnswer,
+    )
+    from_llm = {item.user_id: item.fields() for item in answer.profiles if item.user_id in before}
     merged = {}
     for user in cell.participants:
         derived = profiles.derived_profile(user, cell, context, before[user])
@@ -201,29 +172,19 @@ async def _profiles(
     return merged
 
 
-def _items(value: Any) -> list[dict[str, Any]]:
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
-
-
 def _sender_name(cell: MemCell, user: str) -> str | None:
     return next((m["sender_name"] for m in cell.messages if m["sender"] == user), None)
 
 
-def _sources(item: dict[str, Any], cell: MemCell) -> list[str]:
+def _sources(cited: list[str], cell: MemCell) -> list[str]:
     """The cited message ids that belong to this MemCell; all of them when none does."""
-    cited = item.get("source_message_ids")
     known = set(cell.message_ids)
-    valid = [str(i) for i in cited if str(i) in known] if isinstance(cited, list) else []
-    return list(dict.fromkeys(valid)) or cell.message_ids
+    return list(dict.fromkeys(i for i in cited if i in known)) or cell.message_ids
 
 
-def _owner(item: dict[str, Any], sources: list[str], cell: MemCell, participants: set[str]) -> str | None:
-    if item.get("user_id") in participants:
-        return item["user_id"]
+def _owner(user_id: str | None, sources: list[str], cell: MemCell, participants: set[str]) -> str | None:
+    if user_id in participants:
+        return user_id
     senders = {m["sender"] for m in cell.messages if m["message_id"] in sources}
     return senders.pop() if len(senders) == 1 else None
 
@@ -232,20 +193,20 @@ def _first_time(sources: list[str], cell: MemCell) -> datetime:
     return next((m["create_time"] for m in cell.messages if m["message_id"] in sources), cell.start_time)
 
 
-def _day(value: Any) -> date | None:
-    if not isinstance(value, str) or not value.strip():
+def _day(value: str | None) -> date | None:
+    if not value:
         return None
     try:
-        return date.fromisoformat(value.strip()[:10])
+        return date.fromisoformat(value[:10])
     except ValueError:
         return None
 
 
-def _moment(value: Any, context: Context) -> datetime | None:
+def _moment(value: str | None, context: Context) -> datetime | None:
     """An ISO date-time (naive: the conversation's zone) or a bare day (its midnight there)."""
-    if not isinstance(value, str) or not value.strip():
+    if not value:
         return None
-    text = value.strip()
+    text = value
     try:
         if len(text) == 10:
             moment = datetime.combine(date.fromisoformat(text), time(), tzinfo=context.zone)

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import select, text, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import memcells, messages, profiles
+from app.db.tables import tenants as tenants_table
 from app.formation.streams import Stream
 from app.tenancy.scope import tenant_of
 
@@ -111,3 +112,60 @@ async def latest_profiles(
 async def insert_profiles(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
     if rows:
         await conn.execute(profiles.insert(), list(rows))
+
+
+async def tenants(conn: AsyncConnection) -> list[str]:
+    """Every tenant (the service's role may read them; their data it reads tenant by tenant)."""
+    return list((await conn.execute(select(tenants_table.c.tenant_id).order_by(tenants_table.c.tenant_id))).scalars())
+
+
+async def idle_streams(conn: AsyncConnection, idle_seconds: float) -> list[Stream]:
+    """The tenant's streams with pending messages and none received in the last ``idle_seconds``."""
+    statement = (
+        select(messages.c.stream_kind, messages.c.stream_id)
+        .where(messages.c.status == "pending")
+        .group_by(messages.c.stream_kind, messages.c.stream_id)
+        .having(func.max(messages.c.received_at) < func.now() - func.make_interval(0, 0, 0, 0, 0, 0, idle_seconds))
+    )
+    return [Stream(kind, stream_id) for kind, stream_id in (await conn.execute(statement)).all()]
+
+
+async def request_flush(conn: AsyncConnection, stream: Stream) -> list[int]:
+    """Ask the worker to close everything the stream has pending; the ids (rows) of those messages."""
+    result = await conn.execute(
+        update(messages)
+        .where(messages.c.stream_kind == stream.kind, messages.c.stream_id == stream.id, messages.c.status == "pending")
+        .values(flush_requested=True)
+        .returning(messages.c.id)
+    )
+    return list(result.scalars())
+
+
+async def flush_requested(conn: AsyncConnection, stream: Stream) -> bool:
+    statement = select(
+        select(messages.c.id)
+        .where(
+            messages.c.stream_kind == stream.kind,
+            messages.c.stream_id == stream.id,
+            messages.c.status == "pending",
+            messages.c.flush_requested,
+        )
+        .exists()
+    )
+    return bool((await conn.execute(statement)).scalar())
+
+
+async def count_pending(conn: AsyncConnection, ids: Sequence[int]) -> int:
+    statement = select(func.count()).where(messages.c.id.in_(list(ids)), messages.c.status == "pending")
+    return int((await conn.execute(statement)).scalar_one())
+
+
+async def memcells_of(conn: AsyncConnection, ids: Sequence[int]) -> list[UUID]:
+    """The MemCells these messages (rows) were formed into, in the order they were formed."""
+    statement = (
+        select(messages.c.memcell_id)
+        .where(messages.c.id.in_(list(ids)), messages.c.memcell_id.is_not(None))
+        .group_by(messages.c.memcell_id)
+        .order_by(func.min(messages.c.id))
+    )
+    return list((await conn.execute(statement)).scalars())

@@ -1,22 +1,26 @@
-"""Memory formation entry point: run boundary detection on a stream and extract closed MemCells.
+"""Memory formation: boundary detection on a stream and extraction of its closed MemCells, run by the
+formation workers (``app.formation.tasks``); requests only store messages and ask.
 
 Concurrency and durability (docs/formation.md has the full story):
 
-* one stream is formed by one session at a time: a session-level advisory lock on a dedicated
-  connection, held while deciding and extracting, released in ``finally`` (and by PostgreSQL when the
-  connection or the process dies). memorize only *tries* the lock: if another call is already forming
-  the stream, its message is safely pending and will be picked up by a later pass; flush waits;
+* one stream is formed by one worker at a time: the queue's per-stream job lock, and under it a
+  session-level advisory lock on a dedicated connection (forget's re-forming takes it too), released in
+  ``finally`` and by PostgreSQL when the connection or the process dies;
 * no transaction is open while the LLM or the embedder runs: reads and writes are short transactions;
 * closing a MemCell is ONE transaction: memcell + memories + profile versions + exactly its messages
-  flipped from pending to processed (a guarded update whose count must match);
-* an LLM or embedder failure leaves the messages pending (``extract_attempts`` + 1) and the caller gets
-  a warning; after ``llm_fallback_after`` failed LLM extractions the MemCell is formed offline.
+  flipped from pending to processed (a guarded update whose count must match). A job run again after a
+  crash therefore forms what the dead run had not committed, and nothing twice;
+* an LLM failure leaves the messages pending (``extract_attempts`` + 1) and the job tries again; after
+  ``llm_fallback_after`` failed LLM extractions the MemCell is formed offline (recorded in its memories'
+  metadata as ``llm_fallback``). An embedder failure ends the job, which is deferred again a little later.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -26,12 +30,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.conversation_meta.service import get_optional as conversation_meta
 from app.errors import MemsysError, ServiceUnavailable
-from app.formation import boundary, llm_extraction, offline
+from app.formation import boundary, llm_extraction, offline, tasks
 from app.formation import repository as repo
 from app.formation.language import detect_language
 from app.formation.memcell import Context, Draft, Extraction, MemCell
 from app.formation.streams import Stream
-from app.memories.repository import NewMemory, insert_memories
+from app.memories.repository import NewMemory, by_memcell, insert_memories
 from app.providers.llm import LLMClient, LLMError
 from app.text.tokenize import count_tokens
 
@@ -61,36 +65,89 @@ class FormationOutcome:
 
     memories: list[dict[str, Any]] = field(default_factory=list)
     warning: str | None = None
+    deferred: bool = False
+    """A MemCell could not be formed (LLM or embedder failure): its messages are still pending."""
 
     def warn(self, text: str) -> None:
         self.warning = f"{self.warning} {text}" if self.warning else text
 
 
-async def is_due(conn: AsyncConnection, runtime: Runtime, stream: Stream) -> bool:
-    """Whether the stream's pending messages may close a MemCell now, so that memorize needs the lock.
-
-    Read in memorize's own transaction, right after its insert: without an LLM, the rules are pure and a
-    snapshot tells whether anything closes (when nothing does, memorize answers at once, without the lock);
-    with an LLM, any message the judge has not seen makes it due.
-    """
-    # The rules close a MemCell within its first boundary_max_messages messages at the latest, so that
-    # many are enough to decide, however long a backlog has grown.
-    limit = runtime.settings.boundary_max_messages
-    pending = await repo.pending_messages(conn, stream, limit=limit)
-    if len(pending) >= limit:
-        return True
-    if _server_llm(runtime) is not None and any(not m["boundary_checked"] for m in pending[1:]):
-        return True
-    cuts = await boundary.cut(pending, boundary.BoundaryRules.from_settings(runtime.settings))
-    return bool(cuts.closed)
-
-
-async def process_stream(runtime: Runtime, stream: Stream, *, flush: bool = False) -> FormationOutcome:
-    """Close every MemCell the stream's pending messages call for (all of them when ``flush``)."""
-    async with _stream_locked(runtime, stream, wait=flush) as conn:
+async def process_stream(
+    runtime: Runtime, stream: Stream, *, flush: bool = False, wait: bool | None = None
+) -> FormationOutcome:
+    """Close every MemCell the stream's pending messages call for (all of them when ``flush``). ``wait`` for
+    another session forming the stream (default: when flushing); else give up at once."""
+    wait = flush if wait is None else wait
+    async with _stream_locked(runtime, stream, wait=wait) as conn:
         if conn is None:
             return FormationOutcome()
-        return await _form(runtime, conn, stream, flush=flush)
+        return await _form(runtime, conn, stream, flush=flush, passes=FLUSH_PASSES if wait else 1)
+
+
+async def form_queued(runtime: Runtime, stream: Stream) -> FormationOutcome:
+    """A formation job: form what the stream's pending messages call for (everything, when a flush or the
+    idle close asked), trying again while an LLM extraction fails: after ``llm_fallback_after`` failures in
+    a row the MemCell is formed offline, so a bad LLM never leaves a stream stuck. A result still
+    ``deferred`` means the embedder failed: the caller runs the job again later."""
+    outcome = FormationOutcome()
+    failures = 0
+    while failures <= runtime.settings.llm_fallback_after:
+        async with runtime.engine.connect() as conn:
+            flush = await repo.flush_requested(conn, stream)
+        step = await process_stream(runtime, stream, flush=flush, wait=True)
+        outcome.memories += step.memories
+        if step.warning:
+            outcome.warn(step.warning)
+        outcome.deferred = step.deferred
+        if not step.deferred:
+            break
+        failures = 0 if step.memories else failures + 1
+    return outcome
+
+
+async def request_flush(runtime: Runtime, stream: Stream) -> list[int]:
+    """Ask a worker to close everything the stream has pending; the ids (rows) of those messages."""
+    async with runtime.engine.begin() as conn:
+        ids = await repo.request_flush(conn, stream)
+        if ids:
+            await tasks.defer_formation(conn, runtime.tenant, stream)
+    return ids
+
+
+async def wait_formed(runtime: Runtime, ids: list[int], timeout_s: float) -> tuple[bool, list[dict[str, Any]]]:
+    """Wait until none of these messages is pending (formed, or forgotten), at most ``timeout_s``; then the
+    memories of the MemCells they went into. Polls with short checkouts: no pooled connection is held
+    while waiting, however many callers wait."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.02
+    while True:
+        async with runtime.engine.connect() as conn:
+            if await repo.count_pending(conn, ids) == 0:
+                memories = [m for cell in await repo.memcells_of(conn, ids) for m in await by_memcell(conn, cell)]
+                return True, memories
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False, []
+        await asyncio.sleep(min(delay, left))
+        delay = min(delay * 2, 0.25)
+
+
+async def close_idle_streams(runtime: Runtime) -> int:
+    """Ask for every stream with pending messages and none new for ``boundary_idle_seconds`` to be formed
+    as if flushed, tenant by tenant (row-level security shows a session one tenant's rows); how many."""
+    idle_s = runtime.settings.boundary_idle_seconds
+    if idle_s <= 0:
+        return 0
+    async with runtime.engine.connect() as conn:
+        tenants = await repo.tenants(conn)
+    closed = 0
+    for tenant in tenants:
+        async with runtime.for_tenant(tenant).engine.begin() as conn:
+            for stream in await repo.idle_streams(conn, idle_s):
+                await repo.request_flush(conn, stream)
+                await tasks.defer_formation(conn, tenant, stream)
+                closed += 1
+    return closed
 
 
 async def form_again(runtime: Runtime, stream: Stream, cells: list[list[int]]) -> FormationOutcome:
@@ -112,6 +169,7 @@ async def form_again(runtime: Runtime, stream: Stream, cells: list[list[int]]) -
                 outcome.memories += await _close(runtime, conn, context, MemCell(messages, "formed again"), llm)
             except FormationDeferred as deferred:
                 outcome.warn(str(deferred))
+                outcome.deferred = True
                 break
     return outcome
 
@@ -152,7 +210,9 @@ async def _release(conn: AsyncConnection, stream: Stream) -> None:
         raise
 
 
-async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flush: bool) -> FormationOutcome:
+async def _form(
+    runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flush: bool, passes: int
+) -> FormationOutcome:
     llm = _server_llm(runtime)
     rules = boundary.BoundaryRules.from_settings(runtime.settings)
     outcome = FormationOutcome()
@@ -160,7 +220,7 @@ async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flus
     # A memorize closes what the first two MemCells' worth of pending messages call for (at most two
     # MemCells); cuts of a prefix are the cuts of the whole, so the backlog is formed in order.
     limit = None if flush else 2 * rules.max_messages + 1
-    for _ in range(FLUSH_PASSES if flush else 1):
+    for _ in range(passes):
         async with conn.begin():
             pending = await repo.pending_messages(conn, stream, limit=limit)
             if pending and stream.group_id and meta is None:
@@ -180,6 +240,7 @@ async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flus
                 outcome.memories += await _close(runtime, conn, context, cell, llm)
             except FormationDeferred as deferred:
                 outcome.warn(str(deferred))
+                outcome.deferred = True
                 return outcome
         if not cuts.closed:
             break
@@ -198,8 +259,7 @@ async def _close(
         vectors = await _embed(runtime, extraction.drafts)
     except ServiceUnavailable as exc:
         raise FormationDeferred(
-            f"Embedding failed ({exc}); {len(cell.messages)} messages stay pending and will be retried on the "
-            "next memorize or flush."
+            f"Embedding failed ({exc}); {len(cell.messages)} messages stay pending and the worker tries again."
         ) from exc
     async with conn.begin():
         memcell_id = await repo.insert_memcell(conn, _memcell_row(context, cell, extraction))
@@ -247,10 +307,9 @@ async def _extract(
             await repo.count_failed_extraction(conn, cell.ids)
         attempts = cell.extract_attempts + 1
         then = (
-            "it will be formed without the LLM on the next memorize or flush"
+            "it will be formed without the LLM"
             if attempts >= fallback_after
-            else f"it will be retried on the next memorize or flush (attempt {attempts} of {fallback_after} "
-            "before the offline fallback)"
+            else f"it will be tried again (attempt {attempts} of {fallback_after} before the offline fallback)"
         )
         log.warning("LLM extraction of %s failed: %s", context.stream.lock_key(), exc)
         raise FormationDeferred(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import AsyncGenerator
@@ -16,6 +18,7 @@ from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from app.agentic.endpoints import AgenticController
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.forget.endpoints import ForgetController
+from app.formation import tasks
 from app.http.auth import KeyCache, authenticate
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
@@ -46,7 +49,20 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 await refuse_open_anonymous(conn, settings.host, settings.allow_anonymous)
             app.state.runtime = runtime
             app.state.key_cache = KeyCache(settings.key_cache_seconds)
-            yield
+            async with tasks.open_queue(runtime.service_url):
+                workers = (
+                    asyncio.create_task(tasks.run_workers(runtime, settings.workers, install_signal_handlers=False))
+                    if settings.workers > 0
+                    else None
+                )
+                try:
+                    yield
+                finally:
+                    if workers is not None:
+                        workers.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await workers
+
         finally:
             await runtime.close()
             gc.unfreeze()

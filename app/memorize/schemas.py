@@ -62,7 +62,9 @@ class SavedMemory(BaseModel):
     metadata: dict = Field(default_factory=dict)
 
 
-StatusInfo = Literal["extracted", "accumulated", "duplicate"]
+StatusInfo = Literal["extracted", "accumulated", "duplicate", "pending"]
+"""``accumulated``: stored, a worker forms it; ``extracted``: a flush formed it (saved_memories);
+``pending``: a flush timed out, formation is still running; ``duplicate``: the message was already stored."""
 
 
 class MemorizeResult(BaseModel):

