@@ -1,38 +1,65 @@
-"""Memorize throughput: messages per second and latency, offline formation with local embeddings.
+"""Memorize intake and background formation: accepted messages/s, memorize latency, formed messages/s.
 
-Scenarios: 1 client on one group; 16 concurrent clients each on its own group; 16 concurrent clients
-on one shared group (the stream lock's contended path). Each client sends its messages one after the
-other (closed loop), so the figures are sustained throughput at that concurrency, not a burst. Every
-MemCell formed on the way (one per ``boundary_max_messages`` messages) is part of the measured time:
-its embedding and write happen inside the memorize call that closes it.
+Offline formation (no LLM key), local all-MiniLM-L6-v2 embeddings, MEMSYS_BOUNDARY_MAX_MESSAGES=50, one
+single-sentence message per memorize, so that every message gives exactly one event-log entry. One run:
 
-After each scenario every group is flushed (not timed) and the event-log entries reported by all
-answers are counted: there must be exactly one per message sent (nothing lost, nothing twice).
+1. Intake. 16, then 64 concurrent clients, each on its own group, each sending its messages one after the
+   other (closed loop: sustained throughput at that concurrency, not a burst), against ``memsys serve``
+   with ``MEMSYS_WORKERS=0``: memorize only stores the message and queues its stream's job, and no worker
+   competes for the CPU, so this is intake alone. Afterwards, not timed, every group is flushed, a
+   ``memsys worker`` drains the backlog on the same database, and every message must have exactly one
+   event-log entry (nothing lost, nothing twice).
+2. Formation. N messages over G groups are loaded with no worker running and every group is flushed (the
+   server's flush waits 0.1 s and answers ``pending``: it only marks the stream); then workers are started
+   (``memsys worker``, their own processes on the same embedded PostgreSQL) and timed until no message is
+   pending: one process with ``--concurrency 1``, one with ``--concurrency 2``, and two processes with
+   ``--concurrency 1``. Formed messages/s is counted from the first MemCell committed to the last (the
+   process start and the model load are reported apart). Each run checks one event-log entry per message.
+3. Inline baseline. Scenario 1 at 16 clients against the code that formed memories inside memorize
+   (``--baseline-ref``, checked out in a temporary git worktree, its own server on its own fresh data dir):
+   there a memorize that closes a MemCell embeds and writes it, so its messages/s is intake and formation.
 
-    python -m benchmarks.ingest                      # own memsys on a fresh embedded database
-    python -m benchmarks.ingest --base-url http://127.0.0.1:1995
+CPU seconds of the memsys processes and PostgreSQL are reported too (messages per CPU-second hold on a
+machine other work shares), and the load generator's own CPU: on 2 cores it takes a share from the server.
+
+    python -m benchmarks.ingest                              # full run, ~5 minutes on 2 cores
+    python -m benchmarks.ingest --intake-messages 320 --formation-messages 200 --formation-groups 4
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
+import psutil
+import psycopg
 
 from app.text.tokenize import count_tokens
-from benchmarks.common import memsys_server, percentiles, print_table, save
+from benchmarks.common import ROOT, memsys_server, percentiles, print_table, save
 
+BASELINE_REF = "6bf4859"  # the last commit that formed memories inside the memorize request
 WORDS_PER_MESSAGE = 7
 WORDS = (
     "deploy release search index latency budget design review migration postgres vector memory agent "
     "schedule meeting customer feedback roadmap bug fix test coverage rollout"
 ).split()
+FORMATION_RUNS = (("1 worker", 1, 1), ("1 process, concurrency 2", 1, 2), ("2 processes", 2, 1))
+"""(name, worker processes, --concurrency of each)."""
+GOALS = {"intake_16_msg_per_s": 1000, "intake_16_p95_ms": 100, "formation_msg_per_s": 200}
 
 
 def message(group: str, client: int, i: int, start: datetime) -> dict:
@@ -50,165 +77,423 @@ def message(group: str, client: int, i: int, start: datetime) -> dict:
     }
 
 
-class ServerCPU:
-    """CPU seconds used by the memsys process and its PostgreSQL (postmaster and backends), so that the
-    figures can be read on a machine other work shares: messages per CPU-second do not depend on it."""
+class Database:
+    """The embedded PostgreSQL of one data dir, through its owner's URL (``memsys db-url``): sees every tenant."""
+
+    CHECK = """
+        SELECT (SELECT count(*) FROM messages) AS messages,
+               (SELECT count(*) FROM messages WHERE status = 'pending') AS pending,
+               (SELECT count(*) FROM memories WHERE memory_type = 'event_log') AS event_logs,
+               (SELECT count(*) FROM (
+                    SELECT m.id FROM messages m
+                      LEFT JOIN memories e ON e.memory_type = 'event_log' AND e.memcell_id = m.memcell_id
+                                          AND e.source_message_ids = ARRAY[m.message_id]
+                     GROUP BY m.id HAVING count(e.id) <> 1) wrong) AS not_exactly_once
+    """
+
+    def __init__(self, data_dir: Path, root: Path = ROOT) -> None:
+        self.data_dir = data_dir
+        env = {**os.environ, "MEMSYS_DATA_DIR": str(data_dir), "MEMSYS_LOG_LEVEL": "WARNING"}
+        url = subprocess.run(
+            [sys.executable, "-m", "app.cli", "db-url"], env=env, cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        self.conn = psycopg.connect(url, autocommit=True)
+
+    def pending(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM messages WHERE status = 'pending'").fetchone()[0]
+
+    def workers(self) -> int:
+        """Formation workers registered with the queue (a worker registers once its model is loaded)."""
+        return self.conn.execute("SELECT count(*) FROM procrastinate_workers").fetchone()[0]
+
+    def check_formed_once(self, what: str) -> dict:
+        """Every message processed, with exactly one event-log entry; SystemExit otherwise."""
+        row = self.conn.execute(self.CHECK).fetchone()
+        counts = dict(zip(("messages", "pending", "event_logs", "not_exactly_once"), row, strict=True))
+        if counts["pending"] or counts["not_exactly_once"] or counts["event_logs"] != counts["messages"]:
+            raise SystemExit(f"{what}: formation lost or doubled messages: {counts}")
+        return counts
+
+    def postmaster(self) -> psutil.Process:
+        return psutil.Process(int((self.data_dir / "pg" / "postmaster.pid").read_text().split()[0]))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def cpu_seconds(roots: list[psutil.Process]) -> float:
+    """User + system CPU of these processes, their live descendants and their reaped children."""
+    total = 0.0
+    for root in roots:
+        try:
+            for process in [root, *root.children(recursive=True)]:
+                times = process.cpu_times()
+                total += times.user + times.system
+            times = root.cpu_times()
+            total += times.children_user + times.children_system
+        except psutil.Error:  # a backend that ended between listing and reading
+            continue
+    return total
+
+
+def formation_cpu(postmaster: psutil.Process, workers: list[psutil.Process]) -> tuple[float, float, float]:
+    """CPU seconds of the worker processes themselves, of their children (the local embedding processes)
+    and of PostgreSQL."""
+    own = sum(sum(process.cpu_times()[:2]) for process in workers)
+    return own, cpu_seconds(workers) - own, cpu_seconds([postmaster])
+
+
+def server_process(base_url: str) -> psutil.Process:
+    port = base_url.rsplit(":", 1)[1]
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if "app.cli" in cmdline and "serve" in cmdline and port in cmdline:
+            return process
+    raise RuntimeError(f"no memsys serve process on port {port}")
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection that posts JSON: the load generator shares 2 cores with the server,
+    and httpx spends about a millisecond of CPU per request, as much as the memorize it measures."""
 
     def __init__(self, base_url: str) -> None:
-        self.processes: list = []
-        try:
-            import psutil
+        self.host, port = urlparse(base_url).hostname, urlparse(base_url).port
+        self.port = port or 80
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
 
-            port = urlparse(base_url).port
-            pid = next(c.pid for c in psutil.net_connections("tcp") if c.laddr.port == port and c.pid)
-            server = psutil.Process(pid)
-            data_dir = server.environ().get("MEMSYS_DATA_DIR")
-            self.processes = [server]
-            if data_dir:
-                marker = f"{data_dir}/pg"
-                self.processes += [
-                    p
-                    for p in psutil.process_iter(["cmdline"])
-                    if "-D" in (p.info["cmdline"] or []) and marker in (p.info["cmdline"] or [])
-                ]
-        except Exception:  # noqa: BLE001  (a benchmark against --base-url elsewhere has no local process)
-            self.processes = []
+    async def post(self, path: str, body: dict) -> dict:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        payload = json.dumps(body).encode()
+        head = f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+        self.writer.write(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+        status = int((await self.reader.readline()).split()[1])
+        length = None
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        if length is None:
+            raise RuntimeError(f"POST {path}: {status} answer without Content-Length")
+        answer = await self.reader.readexactly(length)
+        if status not in (200, 201):
+            raise RuntimeError(f"POST {path}: {status} {answer[:300]!r}")
+        return json.loads(answer)
 
-    def seconds(self) -> float | None:
-        if not self.processes:
-            return None
-        total = 0.0
-        for process in self.processes:
-            try:
-                for p in [process, *process.children(recursive=True)]:
-                    times = p.cpu_times()
-                    total += times.user + times.system
-                times = process.cpu_times()
-                total += times.children_user + times.children_system
-            except Exception:  # noqa: BLE001  a backend that ended between listing and reading
-                continue
-        return total
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
-async def run_scenario(
-    base_url: str, name: str, clients: int, messages: int, shared_group: bool, cpu: ServerCPU | None = None
-) -> dict:
-    run = uuid.uuid4().hex[:8]
+async def send(base_url: str, clients: int, per_client: int, run: str) -> tuple[float, list[float], dict[str, int]]:
+    """``clients`` closed-loop clients, each on its own connection sending ``per_client`` messages to its own
+    group ``{run}-{c}``: wall seconds, latencies (ms) and the answers' status_info counts."""
     start = datetime(2025, 1, 15, 10, tzinfo=UTC)
-    per_client = messages // clients
-    groups = [f"{run}-shared" if shared_group else f"{run}-{c}" for c in range(clients)]
     latencies: list[float] = []
     outcomes: dict[str, int] = {}
-    event_logs = 0
-    limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
+    connections = [Connection(base_url) for _ in range(clients)]
 
-    load_before = os.getloadavg()[0]
-    async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as http:
+    async def client(c: int) -> None:
+        for i in range(per_client):
+            body = message(f"{run}-{c}", c, i, start)
+            began = time.perf_counter()
+            answer = await connections[c].post("/api/v3/agentic/memorize", body)
+            latencies.append((time.perf_counter() - began) * 1000)
+            status = answer["result"]["status_info"]
+            outcomes[status] = outcomes.get(status, 0) + 1
 
-        async def client(c: int) -> None:
-            nonlocal event_logs
-            for i in range(per_client):
-                body = message(groups[c], c, i if not shared_group else i * clients + c, start)
-                began = time.perf_counter()
-                response = await http.post("/api/v3/agentic/memorize", json=body)
-                latencies.append((time.perf_counter() - began) * 1000)
-                response.raise_for_status()
-                result = response.json()["result"]
-                outcomes[result["status_info"]] = outcomes.get(result["status_info"], 0) + 1
-                event_logs += sum(m["memory_type"] == "event_log" for m in result["saved_memories"])
-
-        cpu_before = cpu.seconds() if cpu else None
+    try:
         began = time.perf_counter()
         await asyncio.gather(*(client(c) for c in range(clients)))
-        elapsed = time.perf_counter() - began
-        cpu_used = cpu.seconds() - cpu_before if cpu and cpu_before is not None else None
+        return time.perf_counter() - began, latencies, outcomes
+    finally:
+        for connection in connections:
+            connection.close()
 
-        for group in dict.fromkeys(groups):
-            flushed = await http.post("/api/v3/agentic/flush", json={"group_id": group})
-            flushed.raise_for_status()
-            event_logs += sum(m["memory_type"] == "event_log" for m in flushed.json()["result"]["saved_memories"])
 
+async def flush_all(base_url: str, groups: list[str]) -> list[str]:
+    """Flush every group at once; the answers' status_info."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=600) as http:
+
+        async def flush(group: str) -> str:
+            response = await http.post("/api/v3/agentic/flush", json={"group_id": group})
+            response.raise_for_status()
+            return response.json()["result"]["status_info"]
+
+        return await asyncio.gather(*(flush(g) for g in groups))
+
+
+def intake(base_url: str, code: str, clients: int, messages: int, db: Database) -> dict:
+    """One intake scenario: the figures of ``send`` and the CPU the server, PostgreSQL and this process used."""
+    run = uuid.uuid4().hex[:8]
+    per_client = messages // clients
+    server, postmaster = server_process(base_url), db.postmaster()
+    load_before = os.getloadavg()[0]
+    cpu_before = cpu_seconds([server]), cpu_seconds([postmaster]), time.process_time()
+    elapsed, latencies, outcomes = asyncio.run(send(base_url, clients, per_client, run))
+    cpu_after = cpu_seconds([server]), cpu_seconds([postmaster]), time.process_time()
+    server_cpu, postgres_cpu, client_cpu = (after - before for after, before in zip(cpu_after, cpu_before, strict=True))
     sent = per_client * clients
-    load_after = os.getloadavg()[0]
-    if event_logs != sent:
-        raise SystemExit(f"{name}: {sent} messages sent but {event_logs} event-log entries formed")
     latency = percentiles(latencies)
-    return {
-        "scenario": name,
+    row = {
+        "scenario": f"intake, {clients} clients",
+        "code": code,
         "clients": clients,
-        "groups": len(set(groups)),
         "messages": sent,
         "seconds": round(elapsed, 2),
-        "messages_per_s": round(sent / elapsed, 1),
+        "msg_per_s": round(sent / elapsed, 1),
         "p50_ms": latency["p50"],
         "p95_ms": latency["p95"],
         "p99_ms": latency["p99"],
-        "extracted_answers": outcomes.get("extracted", 0),
-        "accumulated_answers": outcomes.get("accumulated", 0),
-        "server_cpu_s": round(cpu_used, 1) if cpu_used else None,
-        "messages_per_cpu_s": round(sent / cpu_used, 1) if cpu_used else None,
-        "load_avg_1m_before": round(load_before, 2),
-        "load_avg_1m_after": round(load_after, 2),
+        "max_ms": round(max(latencies), 1),
+        "answers": outcomes,
+        "server_cpu_ms_per_msg": round(server_cpu * 1000 / sent, 2),
+        "postgres_cpu_ms_per_msg": round(postgres_cpu * 1000 / sent, 2),
+        "client_cpu_ms_per_msg": round(client_cpu * 1000 / sent, 2),
+        "load_1m_before": round(load_before, 2),
+        "load_1m_after": round(os.getloadavg()[0], 2),
+        "groups": [f"{run}-{c}" for c in range(clients)],
     }
+    print(
+        f"{row['scenario']} ({code}): {row['msg_per_s']} msg/s, p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms, "
+        f"p99 {row['p99_ms']} ms",
+        flush=True,
+    )
+    return row
 
 
-async def warm_up(base_url: str) -> None:
-    """A few memorize calls and a flush so that the first measured request pays no first-use costs."""
-    await run_scenario(base_url, "warm-up", 4, 80, shared_group=False)
+@contextmanager
+def workers(data_dir: Path, env: dict[str, str], processes: int, concurrency: int) -> Iterator[list[subprocess.Popen]]:
+    """``memsys worker --concurrency N`` processes on the embedded database of ``data_dir``, stopped afterwards."""
+    child_env = {**os.environ, **env, "MEMSYS_DATA_DIR": str(data_dir)}
+    command = [sys.executable, "-m", "app.cli", "worker", "--concurrency", str(concurrency)]
+    started = [subprocess.Popen(command, env=child_env, cwd=ROOT) for _ in range(processes)]
+    try:
+        yield started
+    finally:
+        for process in started:
+            process.terminate()
+        for process in started:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
-async def main_async(args: argparse.Namespace, base_url: str) -> list[dict]:
-    await warm_up(base_url)
-    scenarios = [
-        ("1 client", 1, args.messages_single, False),
-        ("16 clients", 16, args.messages_concurrent, False),
-        ("16 clients, 1 group", 16, args.messages_concurrent, True),
-    ]
-    results = []
-    cpu = ServerCPU(base_url)
-    for name, clients, messages, shared in scenarios:
-        results.append(await run_scenario(base_url, name, clients, messages, shared_group=shared, cpu=cpu))
-        print(
-            f"{name}: {results[-1]['messages_per_s']} messages/s, p50 {results[-1]['p50_ms']} ms, "
-            f"p95 {results[-1]['p95_ms']} ms",
-            flush=True,
+@dataclass
+class Drained:
+    """When the workers were all ready (registered with the queue, model loaded) and when no message was
+    pending, in seconds from their start, and the backlog left when they were ready."""
+
+    ready_s: float
+    end_s: float
+    pending_at_ready: int
+
+
+def wait_drained(db: Database, started: list[subprocess.Popen], timeout_s: float, on_ready=None) -> Drained:
+    """Poll until no message is pending. A worker that exits, or a backlog that outlives the timeout, ends the
+    benchmark."""
+    began = time.perf_counter()
+    workers_before = db.workers()
+    ready: tuple[float, int] | None = None
+    while True:
+        pending, registered = db.pending(), db.workers()
+        now = time.perf_counter() - began
+        if ready is None and registered >= workers_before + len(started):
+            ready = now, pending
+            if on_ready is not None:
+                on_ready()
+        if pending == 0:
+            ready_s, pending_at_ready = ready or (now, 0)
+            return Drained(ready_s, now, pending_at_ready)
+        if any(process.poll() is not None for process in started):
+            raise SystemExit(f"a formation worker exited with {[p.returncode for p in started]}")
+        if now > timeout_s:
+            raise SystemExit(f"{pending} messages still pending after {timeout_s:.0f} s")
+        time.sleep(0.05)
+
+
+def drain(base_url: str, db: Database, env: dict[str, str], groups: list[str], what: str) -> dict:
+    """Not timed: flush the groups, let one worker form the backlog, check every message formed once."""
+    asyncio.run(flush_all(base_url, groups))
+    with workers(db.data_dir, env, 1, 2) as started:
+        wait_drained(db, started, timeout_s=1800)
+    return db.check_formed_once(what)
+
+
+def formation(
+    base_url: str, db: Database, env: dict[str, str], name: str, processes: int, concurrency: int, args
+) -> dict:
+    """Load the backlog with no worker running and flush it, then time ``processes`` workers forming it."""
+    run = uuid.uuid4().hex[:8]
+    per_group = args.formation_messages // args.formation_groups
+    asyncio.run(send(base_url, args.formation_groups, per_group, run))
+    groups = [f"{run}-{c}" for c in range(args.formation_groups)]
+    answers = asyncio.run(flush_all(base_url, groups))
+    if set(answers) != {"pending"}:
+        raise SystemExit(f"flush with no worker running answered {set(answers)}, not only 'pending'")
+    backlog = db.pending()
+    postmaster = db.postmaster()
+    load_before = os.getloadavg()[0]
+    with workers(db.data_dir, env, processes, concurrency) as started:
+        processes = [psutil.Process(p.pid) for p in started]
+        cpu_at_ready: list[tuple[float, ...]] = []
+        drained = wait_drained(
+            db, started, 1800, on_ready=lambda: cpu_at_ready.append(formation_cpu(postmaster, processes))
         )
-    return results
+        cpu_used = [
+            end - ready for end, ready in zip(formation_cpu(postmaster, processes), cpu_at_ready[0], strict=True)
+        ]
+    failed = httpx.get(f"{base_url}/health").json()["result"]["formation"]["failed"]
+    db.check_formed_once(name)
+    if drained.pending_at_ready == 0:
+        raise SystemExit(f"{name}: the backlog was formed before every worker was ready; load more messages")
+    seconds = drained.end_s - drained.ready_s
+    row = {
+        "scenario": f"formation, {name}",
+        "processes": processes,
+        "concurrency": concurrency,
+        "groups": args.formation_groups,
+        "messages": backlog,
+        "start_s": round(drained.ready_s, 2),
+        "formed_before_ready": backlog - drained.pending_at_ready,
+        "seconds": round(seconds, 2),
+        "msg_per_s": round(drained.pending_at_ready / seconds, 1),
+        "msg_per_s_incl_start": round(backlog / drained.end_s, 1),
+        "cpu_ms_per_msg": round(sum(cpu_used) * 1000 / drained.pending_at_ready, 2),
+        "worker_cpu_ms_per_msg": round(cpu_used[0] * 1000 / drained.pending_at_ready, 2),
+        "embedder_cpu_ms_per_msg": round(cpu_used[1] * 1000 / drained.pending_at_ready, 2),
+        "postgres_cpu_ms_per_msg": round(cpu_used[2] * 1000 / drained.pending_at_ready, 2),
+        "failed_jobs_total": failed,
+        "load_1m_before": round(load_before, 2),
+        "load_1m_after": round(os.getloadavg()[0], 2),
+    }
+    print(
+        f"formation, {name}: {row['msg_per_s']} msg/s once ready ({row['start_s']} s to start), "
+        f"{row['msg_per_s_incl_start']} msg/s from the process start",
+        flush=True,
+    )
+    return row
 
 
-def main() -> None:
+def run_current(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[dict], list[dict]]:
+    """Scenarios 1 and 2 on this code, one server (MEMSYS_WORKERS=0) on one fresh embedded database."""
+    server_env = {**env, "MEMSYS_WORKERS": "0", "MEMSYS_FLUSH_TIMEOUT_SECONDS": "0.1"}
+    with (
+        tempfile.TemporaryDirectory(prefix="memsys-ingest-") as tmp,
+        memsys_server(env=server_env, data_dir=Path(tmp)) as base_url,
+    ):
+        db = Database(Path(tmp))
+        try:
+            asyncio.run(send(base_url, 4, 20, "warm-up"))
+            asyncio.run(flush_all(base_url, [f"warm-up-{c}" for c in range(4)]))  # formed by the first drain
+            intakes = []
+            for clients in (16, 64):
+                row = intake(base_url, "background", clients, args.intake_messages, db)
+                if set(row["answers"]) != {"accumulated"}:
+                    raise SystemExit(f"memorize answered {row['answers']}, not only 'accumulated'")
+                row["drained"] = drain(base_url, db, env, row.pop("groups"), row["scenario"])
+                intakes.append(row)
+            formations = [formation(base_url, db, env, *run, args) for run in FORMATION_RUNS]
+        finally:
+            db.close()
+    return intakes, formations
+
+
+def run_inline_baseline(args: argparse.Namespace, env: dict[str, str]) -> dict:
+    """Scenario 1 at 16 clients on ``--baseline-ref``, where memorize forms inline."""
+    code = f"inline ({args.baseline_ref})"
+    with tempfile.TemporaryDirectory(prefix="memsys-ingest-inline-") as tmp:
+        worktree, data_dir = Path(tmp) / "code", Path(tmp) / "data"
+        subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.baseline_ref], cwd=ROOT,
+                       check=True, capture_output=True)  # fmt: skip
+        try:
+            with memsys_server(env=env, root=worktree, data_dir=data_dir) as base_url:
+                db = Database(data_dir, root=worktree)
+                try:
+                    asyncio.run(send(base_url, 4, 20, "warm-up"))
+                    asyncio.run(flush_all(base_url, [f"warm-up-{c}" for c in range(4)]))  # the model loaded
+                    row = intake(base_url, code, 16, args.intake_messages, db)
+                    asyncio.run(flush_all(base_url, row.pop("groups")))  # inline: formed by the time it answers
+                    row["drained"] = db.check_formed_once(code)
+                finally:
+                    db.close()
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT, capture_output=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base-url", help="drive this memsys instead of starting one")
-    parser.add_argument("--messages-single", type=int, default=300, help="messages sent by the single client")
-    parser.add_argument("--messages-concurrent", type=int, default=1600, help="messages sent by 16 clients")
-    parser.add_argument("--out", default=None, help="directory for ingest.json (default benchmarks/results)")
+    parser.add_argument("--intake-messages", type=int, default=4800, help="messages per intake scenario")
+    parser.add_argument("--formation-messages", type=int, default=2000, help="backlog of each formation run")
+    parser.add_argument("--formation-groups", type=int, default=40, help="groups the backlog is spread over")
+    parser.add_argument("--baseline-ref", default=BASELINE_REF, help="the inline-formation code to compare with")
+    parser.add_argument("--no-baseline", action="store_true", help="skip scenario 3")
+    parser.add_argument("--out", type=Path, default=None, help="directory for the JSON (default benchmarks/results)")
     parser.add_argument(
         "--embedding-base-url",
         help="embed through this OpenAI-compatible /embeddings endpoint instead of the local model "
         "(to see the pipeline without the local model's CPU cost); results go to ingest_remote_embeddings.json",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
-    env = {"MEMSYS_LLM_API_KEY": "", "MEMSYS_EMBEDDING_PROVIDER": "local", "MEMSYS_LOG_LEVEL": "WARNING"}
+    env = {
+        "MEMSYS_LLM_API_KEY": "",
+        "MEMSYS_EMBEDDING_PROVIDER": "local",
+        "MEMSYS_BOUNDARY_MAX_MESSAGES": "50",
+        "MEMSYS_LOG_LEVEL": "WARNING",
+    }
     if args.embedding_base_url:
         env.update(MEMSYS_EMBEDDING_PROVIDER="openai", MEMSYS_EMBEDDING_BASE_URL=args.embedding_base_url)
-    with memsys_server(args.base_url, env=env) as base_url:
-        results = asyncio.run(main_async(args, base_url))
-    columns = ["scenario", "clients", "groups", "messages", "seconds", "messages_per_s", "p50_ms", "p95_ms"]
-    print_table(results, [*columns, "messages_per_cpu_s", "load_avg_1m_before"])
+    intakes, formations = run_current(args, env)
+    if not args.no_baseline:
+        intakes.append(run_inline_baseline(args, env))
+        background, inline = intakes[0], intakes[-1]
+        background["msg_per_s_vs_inline"] = round(background["msg_per_s"] / inline["msg_per_s"], 2)
+        background["p95_vs_inline"] = round(background["p95_ms"] / inline["p95_ms"], 3)
+
+    print()
+    print_table(intakes, ["scenario", "code", "messages", "seconds", "msg_per_s", "p50_ms", "p95_ms", "p99_ms",
+                          "max_ms", "server_cpu_ms_per_msg", "postgres_cpu_ms_per_msg", "client_cpu_ms_per_msg",
+                          "msg_per_s_vs_inline"])  # fmt: skip
+    print()
+    print_table(formations, ["scenario", "messages", "start_s", "formed_before_ready", "seconds", "msg_per_s",
+                             "msg_per_s_incl_start", "worker_cpu_ms_per_msg", "embedder_cpu_ms_per_msg",
+                             "postgres_cpu_ms_per_msg", "failed_jobs_total"])  # fmt: skip
+    best = max(r["msg_per_s"] or 0 for r in formations)
+    goals = {
+        "intake_16_msg_per_s": {"goal": GOALS["intake_16_msg_per_s"], "measured": intakes[0]["msg_per_s"]},
+        "intake_16_p95_ms": {"goal": GOALS["intake_16_p95_ms"], "measured": intakes[0]["p95_ms"]},
+        "formation_msg_per_s": {"goal": GOALS["formation_msg_per_s"], "measured": best},
+    }
+    goals["intake_16_msg_per_s"]["met"] = intakes[0]["msg_per_s"] >= GOALS["intake_16_msg_per_s"]
+    goals["intake_16_p95_ms"]["met"] = intakes[0]["p95_ms"] < GOALS["intake_16_p95_ms"]
+    goals["formation_msg_per_s"]["met"] = best >= GOALS["formation_msg_per_s"]
+    print()
+    for name, goal in goals.items():
+        print(f"goal {name}: {goal['goal']}, measured {goal['measured']}: {'met' if goal['met'] else 'MISSED'}")
+
     config = {
         "mode": "offline formation, "
         + (f"embeddings from {args.embedding_base_url}" if args.embedding_base_url else "local all-MiniLM-L6-v2"),
         "boundary_max_messages": 50,
         "closed_loop": True,
-        "base_url": args.base_url or "own memsys on a fresh embedded database",
+        "intake_server": "memsys serve, MEMSYS_WORKERS=0, one fresh embedded database for scenarios 1 and 2; "
+        "after each intake scenario the backlog is drained (not timed) by memsys worker --concurrency 2",
         "message_tokens": count_tokens(message("g", 0, 0, datetime(2025, 1, 15, tzinfo=UTC))["content"]),
-        "messages_single": args.messages_single,
-        "messages_concurrent": args.messages_concurrent,
+        "intake_messages": args.intake_messages,
+        "formation_messages": args.formation_messages,
+        "formation_groups": args.formation_groups,
+        "baseline_ref": None if args.no_baseline else args.baseline_ref,
     }
-    path = save("ingest_remote_embeddings" if args.embedding_base_url else "ingest", config, results, out_dir=args.out)
+    name = "ingest_remote_embeddings" if args.embedding_base_url else "ingest"
+    results = {"intake": intakes, "formation": formations, "goals": goals}
+    path = save(name, config, results, out_dir=args.out)
     print(f"saved {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -198,6 +198,8 @@ def test_chinese_conversation_gets_chinese_prompts_and_memories(
         ],
     }
     fake_llm.on('"should_end"', SAME_EPISODE).on('"event_log"', chinese).on('"profiles"', {"profiles": []})
+    own = {"user_id": "u1", "title": "技术方案", "content": "张三从自己的角度：他提出了新功能的技术方案。"}
+    fake_llm.on("从其本人的角度", {"personal_episodes": [own, {"user_id": "u2", "content": ""}]})
     llm_client.post(MEMORIZE, json=message(1, "我们今天讨论一下新功能的技术方案", sender="u1", sender_name="张三"))
     llm_client.post(MEMORIZE, json=message(2, "我觉得搜索页面需要重新设计", sender="u2", sender_name="李四"))
     saved = llm_client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]["saved_memories"]
@@ -208,8 +210,18 @@ def test_chinese_conversation_gets_chinese_prompts_and_memories(
     assert {m["memory_type"] for m in saved} == {"episode", "event_log", "semantic_memory"}
     contents = rows(database_url, "SELECT content FROM memories WHERE memory_type = 'episode' AND user_id IS NULL")
     assert contents[0]["content"].startswith("2025年1月15日，张三")
-    # No personal episode came back: each participant gets the group narrative.
-    assert rows(database_url, "SELECT count(*) AS n FROM memories WHERE content = %s", chinese["content"])[0]["n"] == 3
+    # No personal episode came back: they were asked for once more; u1's came, u2 gets the group narrative.
+    asked = requests_for(fake_llm, "从其本人的角度")
+    assert len(asked) == 1 and "u1, u2" in asked[0]
+    personal = rows(
+        database_url,
+        "SELECT user_id, content, metadata->>'personal_episode' AS written_for FROM memories "
+        "WHERE memory_type = 'episode' AND user_id IS NOT NULL ORDER BY user_id",
+    )
+    assert personal == [
+        {"user_id": "u1", "content": "张三从自己的角度：他提出了新功能的技术方案。", "written_for": None},
+        {"user_id": "u2", "content": chinese["content"], "written_for": "group"},
+    ]
 
 
 FAILURES = {
@@ -262,7 +274,13 @@ GARBAGE = [
     '{"title": "Search feature", "summ',  # truncated before the episode
     '["a list", "not an object"]',  # the wrong shape
     {"title": "no content at all"},  # an object without the episode
-    Reply(json_body={"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}}]}),  # empty message
+    Reply(
+        json_body={
+            "id": "x",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}}],
+        }
+    ),  # empty message
     Reply(json_body={"id": "x", "object": "chat.completion", "choices": []}),  # no choices
 ]
 

@@ -126,7 +126,10 @@ def test_time_gap_closes_the_open_memcell_before_the_new_message(client: TestCli
     assert answer["result"]["status_info"] == "accumulated"
     # The worker forms the first MemCell without a flush: group + 2 personal episodes, 2 event logs.
     wait_for(database_url, "SELECT count(*) FROM memories", 5)
-    assert {m["memory_type"] for m in rows(database_url, "SELECT memory_type FROM memories")} == {"episode", "event_log"}
+    assert {m["memory_type"] for m in rows(database_url, "SELECT memory_type FROM memories")} == {
+        "episode",
+        "event_log",
+    }
     cell = rows(database_url, "SELECT message_ids, boundary_reason FROM memcells")
     assert cell == [{"message_ids": ["msg_001", "msg_002"], "boundary_reason": "time_gap"}]
     assert rows(database_url, "SELECT message_id FROM messages WHERE status = 'pending'") == [{"message_id": "msg_003"}]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import psycopg
 from litestar.testing import TestClient
 
@@ -72,3 +74,24 @@ def test_defaults_naive_time_and_personal_stream(client: TestClient, database_ur
     kind, stream, group, name, refer, utc_time = rows[0]
     assert (kind, stream, group, name, refer) == ("personal", "alice", None, "alice", [])
     assert utc_time.isoformat() == "2025-01-15T10:00:00"
+
+
+def test_create_time_keeps_its_offset_and_a_naive_one_is_in_the_conversations_zone(client, database_url):
+    from tests.formation_helpers import META, META_BODY, MEMORIZE, message, rows
+
+    assert client.post(META, json=META_BODY).status_code == 200  # group_123: Asia/Shanghai
+    sent = [
+        message(1, "with an offset", at=None) | {"create_time": "2025-01-15T10:00:00-05:00"},
+        message(2, "naive in a group with a zone") | {"create_time": "2025-01-15T10:00:00"},
+        message(3, "naive, personal", group_id=None) | {"create_time": "2025-01-15T10:00:00"},
+        message(4, "naive, group without meta", group_id="no_meta") | {"create_time": "2025-01-15T10:00:00"},
+    ]
+    for body in sent:
+        assert client.post(MEMORIZE, json=body).status_code == 200
+    stored = rows(database_url, "SELECT content, create_time FROM messages ORDER BY message_id")
+    assert [(r["content"], r["create_time"].astimezone(UTC).isoformat()) for r in stored] == [
+        ("with an offset", "2025-01-15T15:00:00+00:00"),
+        ("naive in a group with a zone", "2025-01-15T02:00:00+00:00"),
+        ("naive, personal", "2025-01-15T10:00:00+00:00"),
+        ("naive, group without meta", "2025-01-15T10:00:00+00:00"),
+    ]

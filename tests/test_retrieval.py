@@ -85,7 +85,6 @@ def _ids(result) -> set[str]:
         ({"query": "x", "user_id": ""}, "user_id"),
         ({"query": "x", "group_id": " "}, "group_id"),
         ({"data_source": "profile"}, "user_id"),
-        ({"data_source": "profile", "user_id": "u1"}, "group_id"),
         ({"data_source": "profile", "group_id": "g1"}, "user_id"),
     ],
 )
@@ -239,3 +238,17 @@ def test_profile_returns_the_latest_version(client, database_url):
     assert item["user_id"] == "u1" and item["group_id"] == "g1" and item["score"] == 1.0
     assert '"hobbies"' in item["content"]
     assert result["metadata"]["data_source"] == "profile"
+
+    # Without group_id: the user's latest profile in every group and in their personal stream.
+    with psycopg.connect(database_url) as conn:
+        conn.execute("SET memsys.tenant_id = 'default'")
+        conn.execute(
+            "INSERT INTO profiles (user_id, group_id, version, profile, source) VALUES "
+            "('u1', 'g2', 1, '{\"in\": \"g2\"}', 'derived'), ('u1', NULL, 3, '{\"in\": \"notes\"}', 'derived')"
+        )
+    every = retrieve(client, data_source="profile", user_id="u1")
+    assert sorted((m["group_id"] or "", m["profile"].get("in"), m["title"]) for m in every["memories"]) == [
+        ("", "notes", "Profile of u1 in personal notes (version 3)"),
+        ("g1", None, "Profile of u1 in g1 (version 2)"),
+        ("g2", "g2", "Profile of u1 in g2 (version 1)"),
+    ]

@@ -68,3 +68,31 @@ def test_chinese_time_expression(client, database_url):
     result = ask(client, "只看上周：爱丽丝做了什么？", time_aware=True)
     assert result["metadata"]["time_window"]["expression"] == "上周"
     assert [m["content"] for m in result["memories"]] == [text]
+
+
+def test_the_conversations_time_zone_decides_which_day_yesterday_is(client, database_url):
+    """Group g1 lives in Asia/Shanghai: 01:30 there on 14 January is 13 January in UTC. "Only yesterday"
+    asked on 15 January means Shanghai's 14 January, not UTC's."""
+    from tests.formation_helpers import META, META_BODY
+
+    meta = {**META_BODY, "group_id": "g1", "default_timezone": "Asia/Shanghai"}
+    assert client.post(META, json=meta).status_code == 200
+    embedder = client.app.state.runtime.embedder
+    rows = [
+        ("Alice cooked noodles after midnight", datetime(2025, 1, 13, 17, 30, tzinfo=UTC)),  # 14 Jan, 01:30 +08
+        ("Alice cooked rice on the evening before", datetime(2025, 1, 13, 12, 0, tzinfo=UTC)),  # 13 Jan, 20:00 +08
+    ]
+    write(database_url, [memory(t, embedder.embed_sync([t])[0], timestamp=at) for t, at in rows])
+    result = ask(client, "Only yesterday: what did Alice cook?", time_aware=True)
+    assert result["metadata"]["time_window"] == {
+        "start": "2025-01-14",
+        "end": "2025-01-14",
+        "expression": "yesterday",
+        "mode": "filter",
+        "timezone": "Asia/Shanghai",
+    }
+    assert [m["content"] for m in result["memories"]] == ["Alice cooked noodles after midnight"]
+    # Without a group (no conversation-meta) the days are UTC's: both were cooked on UTC's 13 January.
+    utc = retrieve(client, query="Only yesterday: what did Alice cook?", current_time="2025-01-14", time_aware=True)
+    assert utc["metadata"]["time_window"]["start"] == "2025-01-13" and "timezone" not in utc["metadata"]["time_window"]
+    assert {m["content"] for m in utc["memories"]} == {c for c, _ in rows}

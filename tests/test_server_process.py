@@ -31,7 +31,8 @@ def test_serve_on_the_embedded_default_keeps_data_across_restarts(server_process
     server = server_process_factory(env)
     try:
         server.start()
-        assert httpx.get(server.base_url + "/health").json()["result"] == {"database": "ok"}
+        health = httpx.get(server.base_url + "/health").json()["result"]
+        assert health["database"] == "ok" and health["formation"]["failed"] == 0
         first = httpx.post(server.base_url + "/api/v3/agentic/memorize", json=MESSAGE, timeout=30)
         assert first.status_code == 200 and first.json()["result"]["status_info"] != "duplicate"
         server.stop()

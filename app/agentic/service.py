@@ -13,9 +13,10 @@ caller's mistake: 400.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from app.agentic import prompts
@@ -26,11 +27,10 @@ from app.providers.llm import LLMAuthError, LLMBadOutput, LLMClient, LLMConfig, 
 from app.providers.llm_urls import pin_client_url
 from app.providers.rerank import HttpReranker, LLMReranker, NoReranker, Reranker, RerankError
 from app.retrieval import service as retrieval
-from app.retrieval.time_aware import fit_filters
+from app.retrieval.time_aware import fit_filters, reference_day, rule_window
 from app.runtime import Runtime
 from app.settings import Settings
-from app.text.cpu import run_off_loop
-from app.text.time_expressions import TimeWindow, find_time_window, has_time_hint
+from app.text.time_expressions import TimeWindow, has_time_hint
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +67,11 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
             "(or OPENROUTER_API_KEY / OPENAI_API_KEY) on the server"
         )
     language = prompts.language_of(request.query)
-    today = request.current_time or datetime.now(UTC).date()
+    today, zone = await reference_day(runtime, request.group_id, request.current_time)
     reranker = make_reranker(runtime, llm, config)
     limit = runtime.settings.agentic_round1_candidates
 
-    # CPU work on a client's text runs off the event loop.
-    window = await run_off_loop(find_time_window, request.query, today) if request.time_aware else None
+    window = await rule_window(request.query, today, zone) if request.time_aware else None
     ask_llm_for_time = request.time_aware and window is None and has_time_hint(request.query)
     explicit_range = "time_range_days" in request.model_fields_set
     filters = fit_filters(retrieval.filters_for(request), window, explicit_range)
@@ -93,7 +92,7 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
     round1, llm_window = await asyncio.gather(round1_task, time_task)
     timer.since("round1_total", t)
     if window is None and llm_window is not None:
-        window = llm_window
+        window = dataclasses.replace(llm_window, zone=zone)
         filters = fit_filters(filters, window, explicit_range)
 
     state: dict[str, Any] = {

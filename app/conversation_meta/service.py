@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -27,6 +27,12 @@ async def get(conn: AsyncConnection, group_id: str) -> ConversationMeta:
     if row is None:
         raise NotFound(f"No conversation metadata for group_id {group_id!r}")
     return ConversationMeta(**_rendered(row, ConversationMeta.model_fields))
+
+
+async def zone_of(conn: AsyncConnection, group_id: str | None) -> tzinfo:
+    """The conversation's ``default_timezone`` (UTC without conversation-meta, or for a personal stream)."""
+    row = await repository.get(conn, group_id) if group_id else None
+    return ZoneInfo(row["default_timezone"]) if row else UTC
 
 
 async def get_optional(conn: AsyncConnection, group_id: str) -> dict[str, Any] | None:

@@ -88,6 +88,10 @@ class ExtractionAnswer(_Answer):
     )
 
 
+class PersonalEpisodesAnswer(_Answer):
+    personal_episodes: Annotated[list[PersonalEpisode], _valid_items(PersonalEpisode)] = []
+
+
 class ProfileItem(BaseModel):
     """One user's profile: under ``profile``, or as the item's own keys."""
 

@@ -6,6 +6,7 @@ either failing fails the extraction, so a MemCell is formed whole or not at all.
 from __future__ import annotations
 
 import json
+import logging
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -13,8 +14,10 @@ from app.formation import llm_answers, profiles, prompts
 from app.formation.boundary import Judge, Judgement
 from app.formation.language import gap_text
 from app.formation.memcell import Context, Draft, Extraction, MemCell, Message
-from app.providers.llm import LLMClient
+from app.providers.llm import LLMClient, LLMError
 from app.text.timeparse import parse_iso_datetime
+
+log = logging.getLogger(__name__)
 
 # The judge sees at most this many of the open MemCell's latest messages.
 JUDGE_CONTEXT_MESSAGES = 20
@@ -71,6 +74,9 @@ async def extract(llm: LLMClient, cell: MemCell, context: Context, previous: dic
         [{"role": "system", "content": prompts.EXTRACTION[language]}, {"role": "user", "content": conversation}],
         schema=llm_answers.ExtractionAnswer,
     )
+    missing = [u for u in cell.participants if u not in {e.user_id for e in answer.personal_episodes}]
+    if context.stream.group_id and missing:
+        answer.personal_episodes += await _personal_episodes(llm, context, conversation, missing)
     drafts = _memories(answer, cell, context)
     new_profiles = await _profiles(llm, cell, context, previous, conversation)
     return Extraction("llm", drafts, new_profiles, profile_source="llm", topic_summary=answer.summary)
@@ -101,6 +107,7 @@ def _memories(answer: llm_answers.ExtractionAnswer, cell: MemCell, context: Cont
             if item
             else episode
         )
+        written_for = {} if item or not group_id else {"personal_episode": "group"}
         drafts.append(
             Draft(
                 "episode",
@@ -108,7 +115,7 @@ def _memories(answer: llm_answers.ExtractionAnswer, cell: MemCell, context: Cont
                 source_message_ids=cell.message_ids,
                 user_id=user,
                 group_id=group_id,
-                metadata=dict(base),
+                metadata={**base, **written_for},
                 **own,
             )
         )
@@ -145,6 +152,24 @@ def _memories(answer: llm_answers.ExtractionAnswer, cell: MemCell, context: Cont
             )
         )
     return drafts
+
+
+async def _personal_episodes(
+    llm: LLMClient, context: Context, conversation: str, users: list[str]
+) -> list[llm_answers.PersonalEpisode]:
+    """The personal episodes the extraction left out, asked for once more; none if that fails too (the
+    participant then gets the group narrative, marked ``personal_episode: "group"``)."""
+    language = context.language
+    system = prompts.PERSONAL[language].format(users=", ".join(users))
+    try:
+        answer: llm_answers.PersonalEpisodesAnswer = await llm.complete_json(
+            [{"role": "system", "content": system}, {"role": "user", "content": conversation}],
+            schema=llm_answers.PersonalEpisodesAnswer,
+        )
+    except LLMError as exc:
+        log.warning("personal episodes of %s: %s", context.stream.lock_key(), exc)
+        return []
+    return [episode for episode in answer.personal_episodes if episode.user_id in users]
 
 
 async def _profiles(

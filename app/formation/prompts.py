@@ -34,7 +34,8 @@ Refer to people by their names, in the third person. Answer with JSON only, in e
   "content": "a third-person narrative of the episode with absolute dates,
               e.g. 'On 15 Jan 2025 Zhang San proposed ...'",
   "personal_episodes": [{"user_id": "...", "title": "...", "summary": "...",
-                         "content": "the episode as it concerns this participant, third person"}],
+                         "content": "the episode from this participant's point of view: what they said, did,
+                                     decided and learned, third person"}],
   "event_log": [{"time": "ISO 8601 date-time or YYYY-MM-DD", "fact": "one atomic, self-contained fact",
                  "user_id": "the participant the fact is about, or null", "source_message_ids": ["..."]}],
   "semantic_memories": [{"content": "a forward-looking implication: a plan, commitment, preference or state
@@ -50,7 +51,7 @@ Give one personal episode for each participant. Cite the message ids each fact c
   "summary": "一两句话的概要",
   "content": "带绝对日期的第三人称叙述，例如“2025年1月15日，张三提出……”",
   "personal_episodes": [{"user_id": "...", "title": "...", "summary": "...",
-                         "content": "与该参与者相关的情节叙述（第三人称）"}],
+                         "content": "从该参与者的角度叙述本情节：其所说、所做、所决定和所得知的（第三人称）"}],
   "event_log": [{"time": "ISO 8601 时间或 YYYY-MM-DD", "fact": "一条独立的原子事实",
                  "user_id": "事实所涉及的参与者，或 null", "source_message_ids": ["..."]}],
   "semantic_memories": [{"content": "面向未来的推论：计划、承诺、偏好或今后仍然重要的状态",
@@ -58,6 +59,16 @@ Give one personal episode for each participant. Cite the message ids each fact c
                          "user_id": "所涉及的参与者，或 null", "source_message_ids": ["..."]}]
 }
 为每个参与者各写一条 personal_episodes。注明每条事实来自哪些消息 id。""",
+}
+
+PERSONAL = {
+    "en": """You write personal memories of one episode of a conversation. Write every text in English, with
+absolute dates and in the third person. For EACH of these participants: {users}, write the episode from
+that participant's point of view: what they said, did, decided and learned. Answer with JSON only:
+{{"personal_episodes": [{{"user_id": "...", "title": "...", "summary": "...", "content": "..."}}]}}""",
+    "zh": """你为一段对话情节撰写个人记忆。所有文字都用中文书写，使用绝对日期和第三人称。为以下每位参与者：{users}，
+从其本人的角度叙述本情节：其所说、所做、所决定和所得知的。只输出 JSON（键名保持英文）：
+{{"personal_episodes": [{{"user_id": "...", "title": "...", "summary": "...", "content": "..."}}]}}""",
 }
 
 PROFILE = {

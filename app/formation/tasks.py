@@ -8,6 +8,7 @@ deferred in a savepoint, and a conflict with one deferred meanwhile is retried t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -115,14 +116,41 @@ async def defer_formation(
 @asynccontextmanager
 async def open_queue(service_url: str, *, pool_size: int = 4) -> AsyncIterator[procrastinate.App]:
     """The queue, open, with a connection pool of its own to the service's database (a plain libpq URL)."""
-    connector = procrastinate.PsycopgConnector(conninfo=service_url, min_size=1, max_size=pool_size)
+    connector = procrastinate.PsycopgConnector(conninfo=service_url, min_size=1, max_size=pool_size, timeout=10)
     with queue.replace_connector(connector):
         async with queue.open_async():
             yield queue
 
 
+RESTART_AFTER_S = 5.0
+STOP_WITHIN_S = 10.0
+"""Jobs in hand get this long to finish when the workers stop; then they are given up (run again later)."""
+
+
 async def run_workers(runtime: Runtime, concurrency: int, *, install_signal_handlers: bool) -> None:
-    """Form streams until cancelled (or, with signal handlers, until SIGINT/SIGTERM)."""
+    """Form streams until cancelled (or, with signal handlers, until SIGINT/SIGTERM). A worker that fails
+    (the database went away) starts again a few seconds later; its jobs in hand are retried as stalled."""
+    while True:
+        try:
+            await _run_worker(runtime, concurrency, install_signal_handlers=install_signal_handlers)
+            return
+        except Exception:  # noqa: BLE001  anything but cancellation: log, wait, start again
+            log.exception("the formation worker failed; starting again in %gs", RESTART_AFTER_S)
+            await asyncio.sleep(RESTART_AFTER_S)
+
+
+async def stop_workers(workers: asyncio.Task) -> None:
+    """Stop in-process workers (``run_workers`` in a task), waiting at most ``STOP_WITHIN_S``: a worker that
+    cannot reach the database must not hold the server's shutdown."""
+    workers.cancel()
+    done, _ = await asyncio.wait({workers}, timeout=STOP_WITHIN_S + 1)
+    if not done:
+        log.warning("formation workers did not stop within %gs; leaving them", STOP_WITHIN_S)
+    elif not workers.cancelled() and workers.exception() is not None:
+        log.warning("formation workers ended with %r", workers.exception())
+
+
+async def _run_worker(runtime: Runtime, concurrency: int, *, install_signal_handlers: bool) -> None:
     await queue.run_worker_async(
         queues=[QUEUE],
         concurrency=concurrency,
@@ -130,6 +158,7 @@ async def run_workers(runtime: Runtime, concurrency: int, *, install_signal_hand
         additional_context={"runtime": runtime},
         delete_jobs="successful",
         fetch_job_polling_interval=1.0,
+        shutdown_graceful_timeout=STOP_WITHIN_S,
         update_heartbeat_interval=runtime.settings.worker_heartbeat_seconds,
         stalled_worker_timeout=runtime.settings.worker_stalled_seconds,
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 from collections.abc import AsyncGenerator
@@ -59,9 +58,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
                     yield
                 finally:
                     if workers is not None:
-                        workers.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await workers
+                        await tasks.stop_workers(workers)
 
         finally:
             await runtime.close()

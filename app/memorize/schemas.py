@@ -17,13 +17,19 @@ class MemorizeRequest(BaseModel):
     )
     group_name: Identifier | None = None
     message_id: Identifier = Field(min_length=1)
-    create_time: datetime = Field(description="ISO 8601, with or without offset; naive means UTC")
+    create_time: datetime = Field(
+        description="ISO 8601; its offset is kept. Without one: the conversation's default_timezone "
+        "(conversation-meta), else UTC"
+    )
     sender: Identifier = Field(min_length=1)
     sender_name: Identifier | None = Field(default=None, description="Defaults to sender")
     content: Text
     refer_list: list[Identifier] = Field(default_factory=list)
 
-    _parse_create_time = field_validator("create_time", mode="before")(parse_iso_datetime)
+    @field_validator("create_time", mode="before")
+    @classmethod
+    def _parse_create_time(cls, value: object) -> datetime:
+        return parse_iso_datetime(value, naive=None)  # memorize knows the conversation's zone
 
     @field_validator("group_id")
     @classmethod

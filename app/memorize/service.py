@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from app.errors import PayloadTooLarge
+from datetime import datetime, tzinfo
+
+from app.conversation_meta import service as conversation_meta
+from app.errors import InvalidParameter, PayloadTooLarge
 from app.formation import service as formation
 from app.formation import tasks
 from app.formation.streams import Stream
 from app.memorize import repository
 from app.memorize.schemas import FlushRequest, MemorizeRequest, MemorizeResult, SavedMemory
 from app.runtime import Runtime
+from app.text.timeparse import in_zone
 
 
 async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, MemorizeResult]:
@@ -27,6 +31,8 @@ async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, Mem
     row = request.model_dump(mode="python")
     row.update(stream_kind=stream.kind, stream_id=stream.id)
     async with runtime.engine.begin() as conn:
+        if request.create_time.tzinfo is None:
+            row["create_time"] = _in_zone(request.create_time, await conversation_meta.zone_of(conn, request.group_id))
         inserted = await repository.insert_message(conn, row)
         if inserted:
             await tasks.defer_formation(conn, runtime.tenant, stream)
@@ -56,6 +62,13 @@ async def flush(runtime: Runtime, request: FlushRequest) -> tuple[str, MemorizeR
     if fallbacks:
         outcome.warn(f"Formed without the LLM after {', '.join(sorted(fallbacks))}.")
     return _answer(outcome)
+
+
+def _in_zone(moment: datetime, zone: tzinfo) -> datetime:
+    try:
+        return in_zone(moment, zone)
+    except ValueError as exc:
+        raise InvalidParameter(f"Invalid field create_time: {exc}") from exc
 
 
 def _answer(outcome: formation.FormationOutcome) -> tuple[str, MemorizeResult]:

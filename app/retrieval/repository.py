@@ -7,6 +7,7 @@ from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import select, text
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.named_sql import query
@@ -90,12 +91,15 @@ async def hybrid_search(conn: AsyncConnection, parameters: dict[str, Any]) -> li
     return [dict(row) for row in result.mappings()]
 
 
-async def latest_profile(conn: AsyncConnection, user_id: str, group_id: str) -> dict[str, Any] | None:
-    statement = (
+async def latest_profiles(conn: AsyncConnection, user_id: str, group_id: str | None) -> list[dict[str, Any]]:
+    """The user's latest profile version in ``group_id``; without one, in each group and in their personal
+    stream (newest first)."""
+    latest = (
         select(profiles)
-        .where(profiles.c.user_id == user_id, profiles.c.group_id == group_id)
-        .order_by(profiles.c.version.desc())
-        .limit(1)
+        .where(profiles.c.user_id == user_id, *([profiles.c.group_id == group_id] if group_id else []))
+        .ext(distinct_on(profiles.c.group_id))
+        .order_by(profiles.c.group_id, profiles.c.version.desc())
+        .subquery()
     )
-    row = (await conn.execute(statement)).mappings().first()
-    return dict(row) if row else None
+    statement = select(latest).order_by(latest.c.created_at.desc())
+    return [dict(row) for row in (await conn.execute(statement)).mappings()]

@@ -23,11 +23,11 @@ from app.retrieval.schemas import (
     RetrieveLightweightResult,
     ScopedSearchRequest,
 )
-from app.retrieval.time_aware import fit_filters, time_factor
+from app.retrieval.time_aware import fit_filters, reference_day, rule_window, time_factor
 from app.runtime import Runtime
 from app.settings import Settings
 from app.text.cpu import run_off_loop
-from app.text.time_expressions import TimeWindow, find_time_window
+from app.text.time_expressions import TimeWindow
 from app.text.timeparse import EARLIEST, day_end
 from app.text.tokenize import search_tokens
 
@@ -52,8 +52,8 @@ def validate(request: ScopedSearchRequest, settings: Settings) -> None:
     """The rules between fields that pydantic's per-field checks cannot express, and the limits the settings
     set (lightweight and agentic)."""
     if request.data_source == "profile":
-        if not request.user_id or not request.group_id:
-            raise InvalidParameter("data_source=profile needs both user_id and group_id")
+        if not request.user_id:
+            raise InvalidParameter("data_source=profile needs user_id (and group_id for one group's profile)")
         return
     if request.query is None or not request.query.strip():
         raise InvalidParameter("Missing required parameter: query")
@@ -155,18 +155,17 @@ async def search(
     )
 
 
-async def profile(runtime: Runtime, user_id: str, group_id: str) -> list[dict[str, Any]]:
-    """The latest profile version of (user, group) as one memory-shaped item, or none."""
+async def profile(runtime: Runtime, user_id: str, group_id: str | None) -> list[dict[str, Any]]:
+    """The latest profile version of (user, group) as one memory-shaped item; without a group, the user's
+    latest in each group they were profiled in and in their personal stream."""
     async with runtime.engine.connect() as conn:
-        row = await repository.latest_profile(conn, user_id, group_id)
-    if row is None:
-        return []
+        rows = await repository.latest_profiles(conn, user_id, group_id)
     return [
         {
             "id": str(row["id"]),
             "memory_type": "profile",
             "content": json.dumps(row["profile"], ensure_ascii=False, sort_keys=True),
-            "title": f"Profile of {user_id} in {group_id} (version {row['version']})",
+            "title": f"Profile of {user_id} in {row['group_id'] or 'personal notes'} (version {row['version']})",
             "score": 1.0,
             "timestamp": row["created_at"].isoformat(),
             "user_id": row["user_id"],
@@ -175,6 +174,7 @@ async def profile(runtime: Runtime, user_id: str, group_id: str) -> list[dict[st
             "source_message_ids": [],
             "profile": row["profile"],
         }
+        for row in rows
     ]
 
 
@@ -184,13 +184,11 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
     validate(request, runtime.settings)
     window = None
     if request.data_source == "profile":
-        found = SearchResult(memories=await profile(runtime, request.user_id or "", request.group_id or ""))
+        found = SearchResult(memories=await profile(runtime, request.user_id or "", request.group_id))
     else:
         if request.time_aware:
-            # CPU work on a client's text runs off the event loop.
-            window = await run_off_loop(
-                find_time_window, request.query or "", request.current_time or datetime.now(UTC).date()
-            )
+            today, zone = await reference_day(runtime, request.group_id, request.current_time)
+            window = await rule_window(request.query or "", today, zone)
         filters = fit_filters(filters_for(request), window, "time_range_days" in request.model_fields_set)
         boosting = window is not None and not window.plain_filter
         found = await search(

@@ -7,11 +7,30 @@ Shared by lightweight retrieval (request flag ``time_aware``, default off) and a
 from __future__ import annotations
 
 import dataclasses
-from datetime import date
+from datetime import UTC, date, datetime, tzinfo
 
+from app.conversation_meta import service as conversation_meta
 from app.retrieval.repository import SearchFilters
-from app.text.time_expressions import TimeWindow
+from app.runtime import Runtime
+from app.text.cpu import run_off_loop
+from app.text.time_expressions import TimeWindow, find_time_window
 from app.text.timeparse import day_end, day_start
+
+
+async def reference_day(runtime: Runtime, group_id: str | None, current_time: date | None) -> tuple[date, tzinfo]:
+    """The day a query's time words count from and the zone of its days: the conversation's
+    ``default_timezone`` (conversation-meta of ``group_id``), else UTC; ``current_time`` or today there."""
+    zone: tzinfo = UTC
+    if group_id:
+        async with runtime.engine.connect() as conn:
+            zone = await conversation_meta.zone_of(conn, group_id)
+    return current_time or datetime.now(zone).date(), zone
+
+
+async def rule_window(query: str, today: date, zone: tzinfo) -> TimeWindow | None:
+    """The window the rules find in the query, in ``zone``'s days (CPU work on a client's text: off the loop)."""
+    window = await run_off_loop(find_time_window, query, today)
+    return dataclasses.replace(window, zone=zone) if window else None
 
 
 def fit_filters(filters: SearchFilters, window: TimeWindow | None, explicit_range: bool) -> SearchFilters:
@@ -23,7 +42,7 @@ def fit_filters(filters: SearchFilters, window: TimeWindow | None, explicit_rang
     """
     if window is None:
         return filters
-    start, end = day_start(window.start), day_end(window.end)
+    start, end = day_start(window.start, window.zone), day_end(window.end, window.zone)
     if window.plain_filter:
         if explicit_range:
             start, end = max(filters.time_from, start), min(filters.time_to, end)
@@ -34,8 +53,8 @@ def fit_filters(filters: SearchFilters, window: TimeWindow | None, explicit_rang
 
 
 def in_window(memory: dict, window: TimeWindow) -> bool:
-    """The memory's day lies in the window, or its validity overlaps it."""
-    day = date.fromisoformat(str(memory["timestamp"])[:10])
+    """The memory's day (in the window's zone) lies in the window, or its validity overlaps it."""
+    day = _day_in(str(memory["timestamp"]), window.zone)
     if window.start <= day <= window.end:
         return True
     valid_from, valid_to = memory.get("valid_from"), memory.get("valid_to")
@@ -53,3 +72,10 @@ def time_factor(memory: dict, window: TimeWindow | None, boost: float) -> float 
     if in_window(memory, window):
         return boost
     return None if window.plain_filter else 1.0
+
+
+def _day_in(timestamp: str, zone: tzinfo) -> date:
+    try:
+        return datetime.fromisoformat(timestamp).astimezone(zone).date()
+    except (ValueError, OverflowError):  # naive, or at the calendar's edge: its own day
+        return date.fromisoformat(timestamp[:10])

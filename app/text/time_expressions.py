@@ -12,7 +12,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import UTC, date, timedelta, tzinfo
 
 
 @dataclass(frozen=True)
@@ -21,14 +21,19 @@ class TimeWindow:
     end: date  # inclusive
     expression: str
     plain_filter: bool = False
+    zone: tzinfo = UTC
+    """Whose days: the conversation's ``default_timezone`` (``start`` begins at its midnight there)."""
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "start": self.start.isoformat(),
             "end": self.end.isoformat(),
             "expression": self.expression,
             "mode": "filter" if self.plain_filter else "boost",
         }
+        if self.zone is not UTC:
+            out["timezone"] = str(self.zone)
+        return out
 
 
 MONTHS = {
