@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
-
-import time
 
 import psycopg
 from litestar.testing import TestClient

@@ -2,8 +2,8 @@
 processes.
 
 Real concurrency (an async HTTP client firing at a real socket), a real SIGKILL of a worker in the middle of
-an LLM extraction, and another worker taking over. Embeddings come from the fake server's /v1/embeddings (so the processes
-start fast); the LLM, when there is one, is the fake server too.
+an LLM extraction, and another worker taking over. Embeddings come from the fake server's /v1/embeddings (so
+the processes start fast); the LLM, when there is one, is the fake server too.
 """
 
 from __future__ import annotations

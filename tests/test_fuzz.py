@@ -37,6 +37,7 @@ def test_schemathesis_finds_no_server_error(server_process_factory, database_url
             "--seed", "11",
             "--workers", "1",
             "--request-timeout", "30",
+            "--suppress-health-check", "filter_too_much",
             "--report", "junit", "--report-dir", str(tmp_path),
         ],
         capture_output=True, text=True, timeout=FUZZ_SECONDS + 120,

@@ -77,7 +77,7 @@ def test_defaults_naive_time_and_personal_stream(client: TestClient, database_ur
 
 
 def test_create_time_keeps_its_offset_and_a_naive_one_is_in_the_conversations_zone(client, database_url):
-    from tests.formation_helpers import META, META_BODY, MEMORIZE, message, rows
+    from tests.formation_helpers import MEMORIZE, META, META_BODY, message, rows
 
     assert client.post(META, json=META_BODY).status_code == 200  # group_123: Asia/Shanghai
     sent = [
