@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from litestar.testing import TestClient
 
-from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, conversation, message, rows
+from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, conversation, message, rows, wait_for
 from tests.tenancy_support import bearer, create_key
 
 MEMORIES = "/api/v3/agentic/memories"
@@ -35,9 +35,10 @@ def test_forget_a_user_keeps_the_others_memories_formed_again(client: TestClient
     result = answer.json()["result"]
     assert result["deleted"]["messages"] == 4  # three in the group, one personal
     assert result["deleted"]["memcells"] == 2 and result["deleted"]["memories"] > 0
-    # The group's MemCell is formed again from user_002's two messages: a group episode, user_002's copy
-    # and two event-log entries.
-    assert result["reformed"] == {"memcells": 1, "memories": 4}
+    # The group's MemCell is queued to be formed again from user_002's two messages; the worker forms a group
+    # episode, user_002's copy and two event-log entries.
+    assert result["reformed"] == {"memcells": 1, "messages": 2}
+    wait_for(database_url, "SELECT count(*) FROM messages WHERE tenant_id = 'acme' AND status = 'pending'", 0)
 
     acme = "tenant_id = 'acme'"
     assert rows(database_url, f"SELECT * FROM messages WHERE {acme} AND sender = 'user_001'") == []
@@ -141,6 +142,7 @@ def test_forget_rebuilds_the_others_profiles_without_the_forgotten_words(client:
         assert client.post(FLUSH, json={"group_id": "group_123"}, headers=headers).status_code == 200
     result = client.delete("/api/v3/agentic/users/user_001", headers=headers).json()["result"]
     assert result["deleted"]["memcells"] == 2 and result["reformed"]["memcells"] == 2
+    wait_for(database_url, "SELECT count(*) FROM messages WHERE status = 'pending'", 0)
     texts = " ".join(r["content"] for r in rows(database_url, "SELECT content FROM memories"))
     assert "launch party" not in texts and "roof terrace" in texts and "cake" in texts
     assert rows(database_url, "SELECT count(*) AS n FROM memcells")[0]["n"] == 2

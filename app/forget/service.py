@@ -5,8 +5,9 @@ Forgetting a user deletes their messages (in groups and their personal stream), 
 entry in conversations' ``user_details``; and in each stream where they spoke, the first MemCell with
 their words and every later one, with all their memories and the profile versions they produced (a
 profile version builds on the previous one, so all from that point on may carry the user's words). The
-other members' messages of those MemCells go back to pending and are formed again, MemCell by MemCell
-with the old boundaries, so the others keep memories and profiles of their own words only.
+other members' messages of those MemCells go back to pending and a formation worker forms them again,
+MemCell by MemCell with the old boundaries (a ``form_again`` job per stream, queued in the same
+transaction), so the others keep memories and profiles of their own words only.
 Both operations are idempotent: forgetting someone unknown deletes nothing and answers the zero counts.
 """
 
@@ -15,8 +16,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from app.forget import repository
-from app.formation import service as formation
+from app.formation import tasks
 from app.formation.streams import Stream
 from app.runtime import Runtime
 
@@ -29,8 +32,8 @@ async def forget_user(runtime: Runtime, user_id: str) -> dict[str, Any]:
         await repository.reset_to_pending(conn, [m["id"] for m in others])
         for key, count in (await repository.delete_user_rows(conn, user_id)).items():
             deleted[key] = deleted.get(key, 0) + count
-    reformed = await _form_again(runtime, others)
-    return {"user_id": user_id, "deleted": deleted, **reformed}
+        reformed = await _form_again(conn, runtime.tenant, others)
+    return {"user_id": user_id, "deleted": deleted, "reformed": reformed}
 
 
 async def forget_group(runtime: Runtime, group_id: str) -> dict[str, Any]:
@@ -39,19 +42,12 @@ async def forget_group(runtime: Runtime, group_id: str) -> dict[str, Any]:
     return {"group_id": group_id, "deleted": deleted}
 
 
-async def _form_again(runtime: Runtime, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Form the remaining messages of each deleted MemCell into one MemCell again, stream by stream."""
+async def _form_again(conn: AsyncConnection, tenant: str, messages: list[dict[str, Any]]) -> dict[str, int]:
+    """Queue the remaining messages of each deleted MemCell to be formed into one MemCell again, stream by
+    stream; what was queued."""
     cells: dict[Stream, dict[Any, list[int]]] = defaultdict(lambda: defaultdict(list))
     for message in messages:
         cells[Stream(message["stream_kind"], message["stream_id"])][message["memcell_id"]].append(message["id"])
-    memcell_count, memories, warnings = 0, 0, []
     for stream, by_cell in cells.items():
-        outcome = await formation.form_again(runtime, stream, list(by_cell.values()))
-        memcell_count += len({m["memcell_id"] for m in outcome.memories})
-        memories += len(outcome.memories)
-        if outcome.warning:
-            warnings.append(outcome.warning)
-    result: dict[str, Any] = {"reformed": {"memcells": memcell_count, "memories": memories}}
-    if warnings:
-        result["warning"] = " ".join(warnings)
-    return result
+        await tasks.defer_form_again(conn, tenant, stream, list(by_cell.values()))
+    return {"memcells": sum(len(by_cell) for by_cell in cells.values()), "messages": len(messages)}

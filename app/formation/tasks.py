@@ -54,6 +54,41 @@ async def form_stream(context: procrastinate.JobContext, tenant_id: str, stream_
         await _again_later(runtime, tenant_id, stream)
 
 
+FORM_AGAIN_PRIORITY = 1
+"""Above form_stream's 0: among a stream's waiting jobs, forming again with the old boundaries comes first."""
+
+
+@queue.task(name="form_again", queue=QUEUE, pass_context=True)
+async def form_again(
+    context: procrastinate.JobContext, tenant_id: str, stream_kind: str, stream_id: str, cells: list[list[int]]
+) -> None:
+    """Form the messages of each of ``cells`` (ids of pending messages) into one MemCell, in order: what
+    forgetting a user leaves of the MemCells that had their words (``formation.service.form_again``)."""
+    from app.formation import service as formation
+
+    runtime: Runtime = context.additional_context["runtime"]
+    stream = Stream(stream_kind, stream_id)
+    outcome = await formation.form_again(runtime.for_tenant(tenant_id), stream, cells)
+    if outcome.deferred:
+        log.warning("forming %s again: %s", stream_key(tenant_id, stream), outcome.warning)
+        async with runtime.for_tenant(tenant_id).engine.begin() as conn:
+            await defer_form_again(
+                conn, tenant_id, stream, cells, schedule_in_s=runtime.settings.formation_retry_seconds
+            )
+
+
+async def defer_form_again(
+    conn: AsyncConnection, tenant: str, stream: Stream, cells: list[list[int]], *, schedule_in_s: float | None = None
+) -> None:
+    """Queue ``form_again`` for the stream, after this transaction commits (under the stream's job lock)."""
+    key = stream_key(tenant, stream)
+    schedule = {"schedule_in": {"seconds": schedule_in_s}} if schedule_in_s else {}
+    raw = (await conn.get_raw_connection()).driver_connection
+    await form_again.configure(connection=raw, lock=key, priority=FORM_AGAIN_PRIORITY, **schedule).defer_async(
+        tenant_id=tenant, stream_kind=stream.kind, stream_id=stream.id, cells=cells
+    )
+
+
 async def _again_later(runtime: Runtime, tenant: str, stream: Stream) -> None:
     async with runtime.for_tenant(tenant).engine.begin() as conn:
         await defer_formation(conn, tenant, stream, schedule_in_s=runtime.settings.formation_retry_seconds)
