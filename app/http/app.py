@@ -15,6 +15,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 
 from app.agentic.endpoints import AgenticController
+from app.context.endpoints import ContextController
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.forget.endpoints import ForgetController
 from app.formation import tasks
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             MemorizeController,
             RetrievalController,
             AgenticController,
+            ContextController,
             MemoriesController,
             ForgetController,
             ExportController,

@@ -79,15 +79,19 @@ def time_window(
     return end - timedelta(days=time_range_days), end
 
 
-def filters_for(request: ScopedSearchRequest, now: datetime | None = None) -> SearchFilters:
+def filters_for(
+    request: ScopedSearchRequest, now: datetime | None = None, *, memory_type: str | None = None
+) -> SearchFilters:
     """Scope semantics of seed 000: all = user_id and group_id where given; personal = user_id only,
-    across groups; group = group_id only, every member's memories."""
+    across groups; group = group_id only, every member's memories. ``memory_type`` defaults to the
+    request's ``data_source``."""
+    memory_type = memory_type or request.data_source
     time_from, time_to = time_window(request.time_range_days, request.current_time, now)
     user_id = request.user_id if request.memory_scope in ("all", "personal") else None
     group_id = request.group_id if request.memory_scope in ("all", "group") else None
-    valid_on = request.current_time if request.data_source == "semantic_memory" else None
+    valid_on = request.current_time if memory_type == "semantic_memory" else None
     return SearchFilters(
-        memory_type=request.data_source,
+        memory_type=memory_type,
         time_from=time_from,
         time_to=time_to,
         user_id=user_id,
