@@ -24,7 +24,7 @@ from app.providers.embeddings import Embedder, create_embedder
 from app.providers.llm import LLMClient
 from app.settings import Settings
 from app.tenancy import scope
-from app.text import tokenize
+from app.text import tokenize, tokens
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ def build_runtime(settings: Settings) -> Runtime:
     check_service_role(service_url)
     embedder = create_embedder(settings)
     tokenize.warm_up()
+    tokens.warm_up()
     return Runtime(
         settings=settings,
         engine=scope.install(create_engine(service_url, settings)),

@@ -57,7 +57,14 @@ def test_forget_a_user_keeps_the_others_memories_formed_again(client: TestClient
     export = client.get("/api/v3/agentic/users/user_001/export", headers=mine).json()["result"]
     assert export["messages"] == [] and export["memories"] == [] and export["profiles"] == []
     again = client.delete("/api/v3/agentic/users/user_001", headers=mine).json()["result"]  # idempotent
-    assert again["deleted"] == {"memcells": 0, "memories": 0, "profiles": 0, "messages": 0, "participant_details": 0}
+    assert again["deleted"] == {
+        "memcells": 0,
+        "memories": 0,
+        "profiles": 0,
+        "messages": 0,
+        "participant_details": 0,
+        "agent_offloads": 0,
+    }
     # Their name and role left the conversation's participants.
     details = rows(database_url, f"SELECT user_details FROM conversation_meta WHERE {acme}")[0]["user_details"]
     assert set(details) == {"user_002"}

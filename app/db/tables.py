@@ -280,7 +280,24 @@ profiles = Table(
     CheckConstraint("source IN ('llm', 'derived')", name="source"),
 )
 
-# The tables of tenant data: each has tenant_id and row-level security (ENABLE + FORCE, migration 0003).
+agent_offloads = Table(
+    "agent_offloads",
+    metadata,
+    _tenant_id(),
+    Column("ref", Text, primary_key=True),
+    Column("chat_id", Text, nullable=False),
+    Column("user_id", Text, nullable=True),
+    Column("kind", Text, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("tokens", Integer, nullable=False),
+    _created_at(),
+    CheckConstraint("kind IN ('tool_message', 'compressed')", name="kind"),
+    Index(None, "tenant_id", "chat_id"),
+)
+"""What the retrieval agent took out of its context (seed 003): a long tool reply, or messages compressed
+into a summary, kept whole for its read-back tool."""
+
+# The tables of tenant data: each has tenant_id and row-level security (ENABLE + FORCE, migrations 0003, 0005).
 TENANT_TABLES = (
     "conversation_meta",
     "memcells",
@@ -289,4 +306,5 @@ TENANT_TABLES = (
     "bm25_corpus_stats",
     "bm25_term_stats",
     "profiles",
+    "agent_offloads",
 )

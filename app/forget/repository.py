@@ -9,7 +9,7 @@ from uuid import UUID
 from sqlalchemy import Table, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.tables import conversation_meta, memcells, memories, messages, profiles
+from app.db.tables import agent_offloads, conversation_meta, memcells, memories, messages, profiles
 from app.memorize.repository import memcells_of_sender
 
 
@@ -87,6 +87,7 @@ async def delete_user_rows(conn: AsyncConnection, user_id: str) -> dict[str, int
         "memories": await _delete(conn, memories, memories.c.user_id == user_id),
         "profiles": await _delete(conn, profiles, profiles.c.user_id == user_id),
         "participant_details": details.rowcount,
+        "agent_offloads": await _delete(conn, agent_offloads, agent_offloads.c.user_id == user_id),
     }
 
 

@@ -21,7 +21,7 @@ from datetime import timedelta
 from app.formation.memcell import MemCell, Message
 from app.providers.llm import LLMError
 from app.settings import Settings
-from app.text.tokenize import count_tokens
+from app.text.tokens import count_tokens
 
 
 @dataclass(frozen=True)

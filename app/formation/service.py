@@ -37,7 +37,7 @@ from app.formation.memcell import Context, Draft, Extraction, MemCell
 from app.formation.streams import Stream
 from app.memories.repository import NewMemory, by_memcell, insert_memories
 from app.providers.llm import LLMClient, LLMError
-from app.text.tokenize import count_tokens
+from app.text.tokens import count_tokens
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
