@@ -239,3 +239,38 @@ def _rerank(body: dict) -> dict:
     order = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
     top_n = body.get("top_n") or len(order)
     return {"results": [{"index": i, "relevance_score": round(scores[i], 6)} for i in order[:top_n]]}
+
+
+def tool_calls(*calls: tuple[str, dict | str]) -> Reply:
+    """An assistant turn that calls tools (OpenAI function calling): ``(name, arguments)`` each, arguments a
+    dict (sent as JSON) or a raw string (e.g. malformed JSON)."""
+    return Reply(
+        json_body={
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": "fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": f"call_{i}",
+                                "type": "function",
+                                "function": {
+                                    "name": name,
+                                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                                },
+                            }
+                            for i, (name, arguments) in enumerate(calls)
+                        ],
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+    )

@@ -14,6 +14,7 @@ from litestar.logging import LoggingConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 
+from app.agent.endpoints import AgentController
 from app.agentic.endpoints import AgenticController
 from app.context.endpoints import ContextController
 from app.conversation_meta.endpoints import ConversationMetaController
@@ -73,6 +74,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             RetrievalController,
             AgenticController,
             ContextController,
+            AgentController,
             MemoriesController,
             ForgetController,
             ExportController,

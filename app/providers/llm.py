@@ -49,6 +49,22 @@ class LLMBadOutput(LLMError):
     """The model answered, but not with the JSON asked for."""
 
 
+@dataclass
+class ChatReply:
+    """One assistant turn: its text, its tool calls (OpenAI's shape) and the tokens the endpoint counted."""
+
+    content: str
+    tool_calls: list[dict[str, Any]]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def as_message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        return message
+
+
 class LLMNotConfigured(InvalidParameter):
     """No API key: neither in the request's llm_config nor in the settings."""
 
@@ -141,12 +157,38 @@ class LLMClient:
         parse=None,
     ) -> Any:
         """The reply's text (or ``parse(text)``), retrying transient failures with backoff."""
+
+        def text_of(reply: ChatReply) -> Any:
+            if not reply.content:
+                raise LLMBadOutput("The LLM answered with no content")
+            return parse(reply.content) if parse else reply.content
+
+        return await self._call(messages, config=config, max_tokens=max_tokens, tools=None, read=text_of)
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        config: LLMConfig | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatReply:
+        """One assistant turn with OpenAI function calling: its text and/or tool calls, and token usage."""
+
+        def whole(reply: ChatReply) -> ChatReply:
+            if not reply.content and not reply.tool_calls:
+                raise LLMBadOutput("The LLM answered with neither content nor tool calls")
+            return reply
+
+        return await self._call(messages, config=config, max_tokens=max_tokens, tools=tools, read=whole)
+
+    async def _call(self, messages, *, config, max_tokens, tools, read) -> Any:
         resolved = (config or LLMConfig()).over(self.default)
         if not resolved.api_key:
             raise LLMNotConfigured("No LLM API key: set MEMSYS_LLM_API_KEY or pass llm_config.api_key")
         client, owned = self._client_for(resolved)
         try:
-            return await self._with_retries(client, resolved.model or "", messages, max_tokens, parse)
+            return await self._with_retries(client, resolved.model or "", messages, max_tokens, tools, read)
         finally:
             if owned:
                 await client.close()
@@ -171,12 +213,11 @@ class LLMClient:
             return self._client, False
         return new(), True
 
-    async def _with_retries(self, client: AsyncOpenAI, model: str, messages, max_tokens, parse) -> Any:
+    async def _with_retries(self, client: AsyncOpenAI, model: str, messages, max_tokens, tools, read) -> Any:
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             try:
-                text = await self._once(client, model, messages, max_tokens)
-                return parse(text) if parse else text
+                return read(await self._once(client, model, messages, max_tokens, tools))
             except LLMAuthError:
                 raise
             except LLMError as exc:
@@ -187,10 +228,14 @@ class LLMClient:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _once(self, client: AsyncOpenAI, model: str, messages, max_tokens) -> str:
+    async def _once(self, client: AsyncOpenAI, model: str, messages, max_tokens, tools) -> ChatReply:
         try:
             response = await client.chat.completions.create(
-                model=model, messages=messages, temperature=self.temperature, max_tokens=max_tokens
+                model=model,
+                messages=messages,
+                temperature=self.temperature,
+                max_tokens=max_tokens,
+                **({"tools": tools} if tools else {}),
             )
         except openai.APITimeoutError as exc:
             raise LLMTimeout(f"The LLM did not answer within {self.timeout_s:g}s") from exc
@@ -203,9 +248,25 @@ class LLMClient:
         except (openai.OpenAIError, ValueError) as exc:  # e.g. a body that is not JSON or not a chat completion
             raise LLMBadOutput(f"The LLM endpoint gave an unexpected answer ({type(exc).__name__})") from exc
         choices = getattr(response, "choices", None)
-        if not choices or choices[0].message is None or not choices[0].message.content:
-            raise LLMBadOutput("The LLM answered with no content")
-        return choices[0].message.content
+        if not choices or choices[0].message is None:
+            raise LLMBadOutput("The LLM answered with no message")
+        message = choices[0].message
+        calls = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.function.name, "arguments": call.function.arguments or "{}"},
+            }
+            for call in (message.tool_calls or [])
+            if getattr(call, "function", None) is not None
+        ]
+        usage = getattr(response, "usage", None)
+        return ChatReply(
+            content=message.content or "",
+            tool_calls=calls,
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        )
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)

@@ -1,0 +1,26 @@
+"""SQL of the retrieval agent: what it took out of its context, kept whole (``agent_offloads``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db.tables import agent_offloads
+
+
+async def store(
+    conn: AsyncConnection, *, ref: str, chat_id: str, user_id: str | None, kind: str, content: str, tokens: int
+) -> None:
+    await conn.execute(
+        agent_offloads.insert().values(
+            ref=ref, chat_id=chat_id, user_id=user_id, kind=kind, content=content, tokens=tokens
+        )
+    )
+
+
+async def read(conn: AsyncConnection, ref: str) -> dict[str, Any] | None:
+    """The offloaded content under ``ref`` in the session's tenant (row-level security), or None."""
+    row = (await conn.execute(select(agent_offloads).where(agent_offloads.c.ref == ref))).mappings().first()
+    return dict(row) if row else None

@@ -1,0 +1,135 @@
+"""The agent's tools, offered to the LLM by OpenAI function calling, and their execution.
+
+A call of an unknown tool, or with arguments that do not fit, gets a tool reply saying so and listing the
+tools; the loop goes on. Every tool works inside the request's tenant and its user / group scope.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.agent import repository
+from app.agent.schemas import AgentRequest
+from app.retrieval import service as retrieval
+from app.runtime import Runtime
+from app.text.tokens import count_tokens, truncate_tokens
+
+
+class SearchMemories(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=2000)
+    memory_type: Literal["episode", "event_log", "semantic_memory"] = "event_log"
+    time_range_days: int | None = Field(default=None, ge=1, le=100000)
+    top_k: int = Field(default=8, ge=1, le=20)
+
+
+class ReadProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user_id: str | None = Field(default=None, max_length=256)
+
+
+class ReadOffloaded(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ref: str = Field(min_length=1, max_length=256)
+    offset: int = Field(default=0, ge=0, description="Character offset to read from")
+
+
+ARGUMENTS: dict[str, type[BaseModel]] = {
+    "search_memories": SearchMemories,
+    "read_profile": ReadProfile,
+    "read_offloaded": ReadOffloaded,
+}
+DESCRIPTIONS = {
+    "search_memories": "Search the user's long-term memories (hybrid vector + keyword search). memory_type: "
+    "event_log (atomic facts, the default), episode (narratives of whole conversations) or semantic_memory "
+    "(plans, preferences, lasting states). time_range_days limits how far back (default: the request's).",
+    "read_profile": "Read the user's profile (name, role, interests, facts gathered over conversations). "
+    "user_id defaults to the request's user.",
+    "read_offloaded": "Read content that was taken out of the conversation to save space, by the reference "
+    "shown in its place (a long tool result, or earlier messages summarised). Long content comes in windows: "
+    "pass the offset given at the end of a window to read on.",
+}
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {"name": name, "description": DESCRIPTIONS[name], "parameters": model.model_json_schema()},
+    }
+    for name, model in ARGUMENTS.items()
+]
+
+
+@dataclass
+class ToolResult:
+    content: str
+    ok: bool
+
+
+async def run(runtime: Runtime, request: AgentRequest, name: str, arguments: str, window_tokens: int) -> ToolResult:
+    model = ARGUMENTS.get(name)
+    if model is None:
+        return ToolResult(f"Error: there is no tool {name!r}. The tools are: {', '.join(ARGUMENTS)}.", False)
+    try:
+        parsed = model.model_validate(json.loads(arguments or "{}"))
+    except (ValueError, ValidationError) as exc:
+        problem = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else "not a JSON object"
+        where = ".".join(str(p) for p in exc.errors()[0]["loc"]) if isinstance(exc, ValidationError) else ""
+        return ToolResult(
+            f"Error: bad arguments for {name} ({where + ': ' if where else ''}{problem}). Its parameters: "
+            f"{json.dumps(model.model_json_schema()['properties'])}. The tools are: {', '.join(ARGUMENTS)}.",
+            False,
+        )
+    if isinstance(parsed, SearchMemories):
+        return ToolResult(await _search(runtime, request, parsed), True)
+    if isinstance(parsed, ReadProfile):
+        return ToolResult(await _profile(runtime, request, parsed), True)
+    return await _read_offloaded(runtime, parsed, window_tokens)
+
+
+async def _search(runtime: Runtime, request: AgentRequest, arguments: SearchMemories) -> str:
+    scoped = request.model_copy(update={"time_range_days": arguments.time_range_days or request.time_range_days})
+    found = await retrieval.search(
+        runtime,
+        query=arguments.query,
+        filters=retrieval.filters_for(scoped, memory_type=arguments.memory_type),
+        top_k=arguments.top_k,
+        mode="rrf",
+    )
+    if not found.memories:
+        return f"No {arguments.memory_type} memories found for {arguments.query!r}."
+    lines = [
+        f"{i}. [{m['memory_type']} {m['timestamp'][:10]}"
+        + (f" user {m['user_id']}" if m.get("user_id") else "")
+        + f"] {m['content']} (score {m['score']:.2f}, id {m['id']})"
+        for i, m in enumerate(found.memories, 1)
+    ]
+    return "\n".join(lines)
+
+
+async def _profile(runtime: Runtime, request: AgentRequest, arguments: ReadProfile) -> str:
+    user_id = arguments.user_id or request.user_id
+    if not user_id:
+        return "Error: no user_id: pass one (the request names no user)."
+    profiles = await retrieval.profile(runtime, user_id, request.group_id)
+    if not profiles:
+        return f"No profile of {user_id}."
+    return "\n".join(f"{p['title']}: {json.dumps(p['profile'], ensure_ascii=False)}" for p in profiles)
+
+
+async def _read_offloaded(runtime: Runtime, arguments: ReadOffloaded, window_tokens: int) -> ToolResult:
+    async with runtime.engine.connect() as conn:
+        row = await repository.read(conn, arguments.ref)
+    if row is None:
+        return ToolResult(f"Error: nothing is stored under {arguments.ref!r}.", False)
+    rest = row["content"][arguments.offset :]
+    window = truncate_tokens(rest, window_tokens)
+    end = arguments.offset + len(window)
+    more = (
+        f"\n[{count_tokens(rest[len(window) :])} tokens more: read_offloaded offset {end}]"
+        if end < len(row["content"])
+        else ""
+    )
+    return ToolResult(window + more, True)

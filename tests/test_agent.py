@@ -1,0 +1,173 @@
+"""POST /api/v3/agentic/agent (seed 003): the ReAct loop with memory tools, against a scripted
+OpenAI-compatible server; compaction, compression, and how it stops."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from litestar.testing import TestClient
+
+from app.http.app import create_app
+from app.settings import Settings
+from tests.fake_llm import FakeLLM, Reply, tool_calls
+from tests.formation_helpers import rows
+from tests.retrieval_support import memory, write
+
+URL = "/api/v3/agentic/agent"
+QUESTION = [{"role": "user", "content": "What food does Alice love?"}]
+
+
+@pytest.fixture
+def api(settings: Settings, fake_llm: FakeLLM, database_url: str) -> Iterator[TestClient]:
+    update = {
+        "llm_api_key": "server-key",
+        "llm_base_url": fake_llm.base_url,
+        "llm_model": "fake",
+        "llm_timeout_s": 2.0,
+        "llm_max_retries": 0,
+        "llm_retry_backoff_s": 0.01,
+    }
+    with TestClient(create_app(settings.model_copy(update=update)), raise_server_exceptions=False) as client:
+        embedder = client.app.state.runtime.embedder
+        texts = ["Alice loves Beijing roast duck", "Bob fixed the printer in the office"]
+        write(database_url, [memory(t, embedder.embed_sync([t])[0], memory_type="event_log") for t in texts])
+        yield client
+
+
+def ask(api: TestClient, **body) -> dict:
+    response = api.post(URL, json={"messages": QUESTION, "context_manage_mode": "auto", **body})
+    assert response.status_code == 200, response.text
+    return response.json()["result"]
+
+
+def test_tools_then_an_answer_and_an_unknown_tool_gets_a_reply_listing_the_tools(api, fake_llm):
+    fake_llm.queue(
+        tool_calls(("search_memories", {"query": "Alice favourite food"}), ("grep_files", {"pattern": "duck"})),
+        tool_calls(("search_memories", "{not json")),
+        "Alice loves Beijing roast duck.",
+    )
+    result = ask(api, user_id="u1")
+    assert result["success"] is True and result["answer"] == "Alice loves Beijing roast duck."
+    metadata = result["metadata"]
+    assert metadata["stop_reason"] == "answered" and metadata["steps"] == 3
+    assert [(c["name"], c["ok"]) for c in metadata["tool_calls"]] == [
+        ("search_memories", True),
+        ("grep_files", False),
+        ("search_memories", False),
+    ]
+    messages = result["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "assistant", "tool", "assistant"]
+    # Every tool call is followed by its reply.
+    assert [m["tool_call_id"] for m in messages[2:4]] == [c["id"] for c in messages[1]["tool_calls"]]
+    assert "roast duck" in messages[2]["content"] and "printer" in messages[2]["content"]
+    assert "no tool 'grep_files'" in messages[3]["content"] and "search_memories" in messages[3]["content"]
+    assert "bad arguments for search_memories" in messages[5]["content"]
+    # The LLM was offered the tools and saw the tool replies.
+    first, last = fake_llm.chat_requests[0].body, fake_llm.chat_requests[-1].body
+    assert {t["function"]["name"] for t in first["tools"]} == {"search_memories", "read_profile", "read_offloaded"}
+    assert any("roast duck" in (m.get("content") or "") for m in last["messages"] if m["role"] == "tool")
+    assert metadata["usage"]["total_tokens"] == 2 * 15 + 2
+    assert metadata["timings_ms"]["overhead"] >= 0
+
+
+def test_compact_offloads_a_long_tool_reply_and_read_offloaded_gives_it_back(api, fake_llm, database_url):
+    long_reply = "Alice's travel log: " + "Beijing, roast duck, the Great Wall, hutongs. " * 120
+    history = [
+        {"role": "user", "content": "Show me Alice's travel log"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "t1",
+                    "type": "function",
+                    "function": {"name": "search_memories", "arguments": '{"query": "travel"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": long_reply},
+        {"role": "assistant", "content": "Here it is."},
+        {"role": "user", "content": "Where did she eat duck?"},
+    ]
+    captured = {}
+
+    def answer(body):
+        tool_texts = [m.get("content") or "" for m in body["messages"] if m["role"] == "tool"]
+        if "ref" not in captured:
+            captured["ref"] = tool_texts[0].split("ref ")[1].split(";")[0]
+            return tool_calls(("read_offloaded", {"ref": captured["ref"]}))
+        return "In Beijing."
+
+    fake_llm.handler = answer
+    result = ask(api, messages=history, context_manage_mode="compact", max_tool_message_tokens=100, chat_id="s1")
+    assert result["success"] is True and result["answer"] == "In Beijing."
+    metadata = result["metadata"]
+    assert metadata["compacted"] == 1 and metadata["offloaded"] == [captured["ref"]]
+    assert captured["ref"].startswith("s1/tool_message/")
+    compacted = result["messages"][2]["content"]
+    assert compacted.startswith("[Offloaded: ") and len(compacted) < len(long_reply) / 3
+    # read_offloaded gave the content back, in a window of at most max_tool_message_tokens.
+    read_back = result["messages"][-2]["content"]
+    assert read_back.startswith("Alice's travel log: Beijing") and "tokens more: read_offloaded offset" in read_back
+    stored = rows(database_url, "SELECT tenant_id, chat_id, kind, content FROM agent_offloads")
+    assert stored == [{"tenant_id": "default", "chat_id": "s1", "kind": "tool_message", "content": long_reply}]
+
+
+def test_compress_summarises_older_messages_and_keeps_system_messages(api, fake_llm):
+    history = [{"role": "system", "content": "Be brief."}]
+    for i in range(6):
+        history += [
+            {"role": "user", "content": f"Question {i} about Alice's trips and meals, with details. " * 8},
+            {"role": "assistant", "content": f"Answer {i}: she went to Beijing and ate duck. " * 8},
+        ]
+    history.append({"role": "user", "content": "So what does she love to eat?"})
+    fake_llm.on("long-term memories", "Roast duck.")  # the agent's own instructions
+    fake_llm.on("state snapshot", "Alice travelled to Beijing several times and always ate roast duck.")
+    result = ask(api, messages=history, context_manage_mode="compress", max_total_tokens=200, keep_recent_count=2)
+    assert result["success"] is True and result["answer"] == "Roast duck."
+    messages = result["messages"]
+    assert messages[0] == {"role": "system", "content": "Be brief."}
+    assert messages[1]["content"].startswith("[State snapshot of 11 earlier messages, ref ")
+    assert "roast duck" in messages[1]["content"]
+    assert messages[2:4] == history[-2:] and messages[-1]["content"] == "Roast duck."
+    assert result["metadata"]["compressed"] == 11 and len(result["metadata"]["offloaded"]) == 1
+    summarised = [r for r in fake_llm.chat_requests if "state snapshot" in r.prompt]
+    assert len(summarised) == 1 and "Question 0" in summarised[0].prompt
+
+
+def test_group_token_threshold_makes_several_snapshots(api, fake_llm):
+    history = [{"role": "user", "content": f"Message {i}: " + "words " * 60} for i in range(6)]
+    fake_llm.on("long-term memories", "Done.").on("state snapshot", "snapshot")
+    result = ask(
+        api, messages=history, context_manage_mode="compress", max_total_tokens=100, keep_recent_count=1,
+        group_token_threshold=150,
+    )  # fmt: skip
+    snapshots = [m for m in result["messages"] if m["content"].startswith("[State snapshot")]
+    assert len(snapshots) == len(result["metadata"]["offloaded"]) >= 2
+
+
+def test_max_steps_and_llm_errors_end_without_success(api, fake_llm):
+    fake_llm.on("long-term memories", tool_calls(("search_memories", {"query": "duck"})))
+    looping = ask(api, max_steps=2)
+    assert looping["success"] is False and looping["metadata"]["stop_reason"] == "max_steps"
+    assert [m["role"] for m in looping["messages"]] == ["user", "assistant", "tool", "assistant", "tool"]
+    fake_llm.reset()
+    fake_llm.queue(Reply(status=500))
+    failed = ask(api)
+    assert failed["success"] is False and failed["metadata"]["stop_reason"] == "llm_error"
+    assert "HTTP 500" in failed["metadata"]["error"] and "server-key" not in failed["metadata"]["error"]
+
+
+def test_without_any_llm_key_or_with_bad_fields_it_is_a_400(settings, fake_llm, database_url):
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        response = client.post(URL, json={"messages": QUESTION, "context_manage_mode": "auto"})
+        assert response.status_code == 400 and "llm_config.api_key" in response.json()["message"]
+        for body, field in (
+            ({"messages": [], "context_manage_mode": "auto"}, "messages"),
+            ({"messages": QUESTION}, "context_manage_mode"),
+            ({"messages": QUESTION, "context_manage_mode": "shrink"}, "context_manage_mode"),
+            ({"messages": QUESTION, "context_manage_mode": "auto", "max_steps": 0}, "max_steps"),
+        ):
+            response = client.post(URL, json=body)
+            assert response.status_code == 400 and field in response.json()["message"], (body, response.text)
