@@ -171,3 +171,28 @@ def test_without_any_llm_key_or_with_bad_fields_it_is_a_400(settings, fake_llm, 
         ):
             response = client.post(URL, json=body)
             assert response.status_code == 400 and field in response.json()["message"], (body, response.text)
+
+
+def test_offloaded_content_stays_in_its_tenant(api, fake_llm, database_url):
+    from tests.tenancy_support import bearer, create_key
+
+    mine, theirs = bearer(create_key(database_url, "acme")), bearer(create_key(database_url, "other"))
+    history = [
+        {"role": "user", "content": "Read the log"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "read_profile", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": "secret acme figures " * 300},
+        {"role": "user", "content": "Thanks"},
+    ]
+    fake_llm.queue("ok")
+    body = {"messages": history, "context_manage_mode": "compact", "max_tool_message_tokens": 100}
+    stored = api.post(URL, json=body, headers=mine).json()["result"]["metadata"]["offloaded"]
+    assert len(stored) == 1
+    fake_llm.queue(tool_calls(("read_offloaded", {"ref": stored[0]})), "nothing")
+    other = api.post(URL, json={"messages": QUESTION, "context_manage_mode": "auto"}, headers=theirs).json()["result"]
+    reply = other["messages"][2]["content"]
+    assert reply.startswith("Error: nothing is stored under") and "secret" not in reply
+    assert rows(database_url, "SELECT tenant_id FROM agent_offloads") == [{"tenant_id": "acme"}]
