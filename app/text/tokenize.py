@@ -54,9 +54,3 @@ def warm_up() -> None:
     """Load jieba's dictionary now (about a second) rather than in the first request."""
     jieba.initialize()
 
-
-def count_tokens(text: str) -> int:
-    """An estimate of LLM tokens without a tokenizer download: a CJK character is about one token,
-    other text about four characters a token."""
-    cjk = len(_IS_CJK.findall(text))
-    return cjk + (len(text) - cjk + 3) // 4
