@@ -53,4 +53,3 @@ def search_tokens(text: str) -> str:
 def warm_up() -> None:
     """Load jieba's dictionary now (about a second) rather than in the first request."""
     jieba.initialize()
-
