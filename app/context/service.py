@@ -73,8 +73,12 @@ async def assemble(runtime: Runtime, request: ContextRequest) -> tuple[str, Cont
             f"Invalid field context_max_tokens: {request.context_max_tokens} is less than the system prompt and the "
             f"user's message alone ({fixed} tokens)"
         )
+    searching = (request.semantic.enabled and request.semantic.max_tokens) or (
+        request.episodes.enabled and request.episodes.max_tokens
+    )
+    vector = (await runtime.embedder.embed([request.query]))[0] if searching else []
     knowledge_memories, episode_memories = await asyncio.gather(
-        _knowledge(runtime, request), _episodes(runtime, request)
+        _knowledge(runtime, request, vector), _episodes(runtime, request, vector)
     )
     knowledge, episodes, turns = await run_off_loop(
         _fill, request, knowledge_memories, episode_memories, request.context_max_tokens - fixed
@@ -114,12 +118,11 @@ def _validate(request: ContextRequest, runtime: Runtime) -> None:
         )
 
 
-async def _knowledge(runtime: Runtime, request: ContextRequest) -> list[dict[str, Any]]:
+async def _knowledge(runtime: Runtime, request: ContextRequest, vector: list[float]) -> list[dict[str, Any]]:
     """Facts and semantic memories by cosine similarity, at least ``min_score``, best first."""
     section = request.semantic
     if not section.enabled or section.max_tokens == 0:
         return []
-    vector = (await runtime.embedder.embed([request.query]))[0]
     found = await asyncio.gather(
         *(
             retrieval.search(
@@ -138,7 +141,7 @@ async def _knowledge(runtime: Runtime, request: ContextRequest) -> list[dict[str
     return sorted(memories, key=lambda m: -m["score"])[: section.top_k]
 
 
-async def _episodes(runtime: Runtime, request: ContextRequest) -> list[dict[str, Any]]:
+async def _episodes(runtime: Runtime, request: ContextRequest, vector: list[float]) -> list[dict[str, Any]]:
     section = request.episodes
     if not section.enabled or section.max_tokens == 0:
         return []
@@ -148,6 +151,7 @@ async def _episodes(runtime: Runtime, request: ContextRequest) -> list[dict[str,
         filters=retrieval.filters_for(request, memory_type="episode"),
         top_k=section.top_k,
         mode="rrf",
+        query_vector=vector,
     )
     return found.memories
 
