@@ -24,8 +24,10 @@ from app.http.auth import KeyCache, authenticate
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
 from app.http.json_body import MemsysRequest
+from app.http.metrics import metrics
 from app.memories.endpoints import MemoriesController
 from app.memorize.endpoints import MemorizeController
+from app.observability.metrics import HTTP
 from app.retrieval.endpoints import RetrievalController
 from app.runtime import build_runtime
 from app.settings import Settings
@@ -69,6 +71,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     return Litestar(
         route_handlers=[
             health,
+            metrics,
             ConversationMetaController,
             MemorizeController,
             RetrievalController,
@@ -81,6 +84,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         ],
         lifespan=[lifespan],
         guards=[authenticate],
+        middleware=[HTTP.middleware],
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=MemsysRequest,
         request_max_body_size=settings.max_body_bytes,

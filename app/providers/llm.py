@@ -18,6 +18,7 @@ import json
 import logging
 import random
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from openai import AsyncOpenAI
 from pydantic import BaseModel, ValidationError
 
 from app.errors import InvalidParameter, ServiceUnavailable
+from app.observability import metrics
 from app.providers.llm_urls import PinnedHost, pinned_http_client
 from app.settings import Settings
 
@@ -187,9 +189,15 @@ class LLMClient:
         if not resolved.api_key:
             raise LLMNotConfigured("No LLM API key: set MEMSYS_LLM_API_KEY or pass llm_config.api_key")
         client, owned = self._client_for(resolved)
+        started, outcome = time.perf_counter(), "ok"
         try:
             return await self._with_retries(client, resolved.model or "", messages, max_tokens, tools, read)
+        except LLMError as exc:
+            outcome = "error"
+            metrics.LLM_ERRORS.labels(kind=type(exc).__name__).inc()
+            raise
         finally:
+            metrics.LLM_SECONDS.labels(outcome=outcome).observe(time.perf_counter() - started)
             if owned:
                 await client.close()
 

@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from app.errors import InvalidParameter
+from app.observability import metrics
 from app.retrieval import repository
 from app.retrieval.repository import SearchFilters, SearchTuning
 from app.retrieval.schemas import (
@@ -148,9 +149,10 @@ async def search(
         radius=radius,
         tuning=tuning,
     )
-    async with runtime.engine.begin() as conn:
-        await repository.configure_search(conn, tuning)
-        rows = await repository.hybrid_search(conn, parameters)
+    with metrics.timed(metrics.RETRIEVAL_SECONDS, mode=mode):
+        async with runtime.engine.begin() as conn:
+            await repository.configure_search(conn, tuning)
+            rows = await repository.hybrid_search(conn, parameters)
     return SearchResult(
         memories=[_memory(row) for row in rows],
         emb_count=rows[0]["emb_count"] if rows else 0,

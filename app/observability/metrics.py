@@ -1,0 +1,40 @@
+"""Prometheus metrics, all named ``memsys_…``: the one place they are defined.
+
+HTTP requests (count, latency, in progress, per route template) come from Litestar's Prometheus middleware
+with the prefix ``memsys``. Defined here: retrieval latency per mode, LLM and embedding call latency and
+errors, and the gauges ``app/http/metrics.py`` reads from the database at each scrape (the formation backlog,
+memories per type). This module imports nothing of memsys, so that every layer may record here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from litestar.plugins.prometheus import PrometheusConfig
+from prometheus_client import Counter, Gauge, Histogram
+
+HTTP = PrometheusConfig(app_name="memsys", prefix="memsys", group_path=True, exclude=["/metrics"])
+
+RETRIEVAL_SECONDS = Histogram(
+    "memsys_retrieval_duration_seconds", "One hybrid search (SQL and query embedding)", ["mode"]
+)
+LLM_SECONDS = Histogram("memsys_llm_call_duration_seconds", "One LLM call, retries included", ["outcome"])
+LLM_ERRORS = Counter("memsys_llm_errors_total", "LLM calls that failed after their retries", ["kind"])
+EMBEDDING_SECONDS = Histogram("memsys_embedding_duration_seconds", "One embedding call", ["provider"])
+EMBEDDING_ERRORS = Counter("memsys_embedding_errors_total", "Embedding calls that failed", ["provider"])
+FORMATION_JOBS = Gauge("memsys_formation_jobs", "Formation jobs by state (at the last scrape)", ["state"])
+FORMATION_OLDEST = Gauge(
+    "memsys_formation_oldest_pending_seconds", "Age of the oldest waiting formation job (0: none waiting)"
+)
+MEMORIES = Gauge("memsys_memories", "Memories per type, all tenants (at the last scrape)", ["memory_type"])
+
+
+@contextmanager
+def timed(histogram: Histogram, **labels: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        histogram.labels(**labels).observe(time.perf_counter() - started)
