@@ -38,6 +38,16 @@ def _storable(value: str) -> str:
 Text = Annotated[str, AfterValidator(_storable)]
 """Free text (content, queries, descriptions)."""
 
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+NonBlankText = Annotated[str, AfterValidator(_storable), AfterValidator(_not_blank)]
+"""Free text that must say something (a query, a user's message)."""
+
 Identifier = Annotated[str, Field(max_length=MAX_IDENTIFIER_CHARS), AfterValidator(_storable)]
 """An id, name or key: at most ``MAX_IDENTIFIER_CHARS`` characters."""
 

@@ -18,6 +18,7 @@ from app.agent.schemas import AgentMetadata, AgentRequest, AgentResult, ToolCall
 from app.agentic.service import client_llm_config
 from app.errors import InvalidParameter
 from app.providers.llm import LLMAuthError, LLMClient, LLMError, LLMNotConfigured
+from app.retrieval import service as retrieval
 from app.runtime import Runtime
 from app.text.tokens import count_tokens
 
@@ -30,10 +31,7 @@ concisely, in the user's language, without calling a tool. If the memories do no
 
 async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult]:
     started = time.perf_counter()
-    if request.memory_scope == "personal" and not request.user_id:
-        raise InvalidParameter("memory_scope=personal needs user_id")
-    if request.memory_scope == "group" and not request.group_id:
-        raise InvalidParameter("memory_scope=group needs group_id")
+    retrieval.check_scope(request)
     llm = runtime.llm or LLMClient.from_settings(runtime.settings)
     config = await client_llm_config(request.llm_config, runtime.settings)
     if not config.over(llm.default).api_key:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from app.retrieval.schemas import ScopedSearchRequest
-from app.validation import Identifier, Text
+from app.validation import Identifier, NonBlankText, Text
 
 
 class LLMConfigIn(BaseModel):
@@ -24,19 +24,12 @@ class LLMConfigIn(BaseModel):
 
 
 class AgenticRequest(ScopedSearchRequest):
-    query: Text = Field(min_length=1)
+    query: NonBlankText = Field(min_length=1)
     data_source: Literal["episode", "event_log", "semantic_memory"] = Field(
         default="episode", description="memcell is accepted as an alias of episode"
     )
     time_aware: bool = Field(default=True, description="Boost (or filter to) the time window the query names")
     llm_config: LLMConfigIn | None = None
-
-    @field_validator("query")
-    @classmethod
-    def _query_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value
 
 
 class AgenticMetadata(BaseModel):

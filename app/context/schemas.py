@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.retrieval.schemas import ScopedSearchRequest
-from app.validation import Identifier, Text
+from app.validation import Identifier, NonBlankText, Text
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 
@@ -45,20 +45,13 @@ class EpisodeSection(BaseModel):
 
 
 class ContextRequest(ScopedSearchRequest):
-    query: Text = Field(min_length=1, description="The user's new message: retrieval's query and the last message")
+    query: NonBlankText = Field(min_length=1, description="The user's new message: the query, and the last message")
     system_prompt: Text | None = Field(default=None, description="[1] The caller's system prompt")
     history: list[ChatMessage] = Field(default_factory=list, max_length=2000, description="[4] The session so far")
     semantic: SemanticSection = Field(default_factory=SemanticSection)
     episodes: EpisodeSection = Field(default_factory=EpisodeSection)
     history_max_tokens: int = Field(default=4000, ge=0, le=10_000_000)
     context_max_tokens: int = Field(default=8000, ge=1, le=10_000_000)
-
-    @field_validator("query")
-    @classmethod
-    def _query_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value
 
 
 class Source(BaseModel):

@@ -107,15 +107,8 @@ async def assemble(runtime: Runtime, request: ContextRequest) -> tuple[str, Cont
 
 
 def _validate(request: ContextRequest, runtime: Runtime) -> None:
-    if request.memory_scope == "personal" and not request.user_id:
-        raise InvalidParameter("memory_scope=personal needs user_id")
-    if request.memory_scope == "group" and not request.group_id:
-        raise InvalidParameter("memory_scope=group needs group_id")
-    limit = runtime.settings.max_query_chars
-    if len(request.query) > limit:
-        raise InvalidParameter(
-            f"Invalid field query: {len(request.query)} characters; the limit is {limit} (MEMSYS_MAX_QUERY_CHARS)"
-        )
+    retrieval.check_scope(request)
+    retrieval.check_query_length(request.query, runtime.settings)
 
 
 async def _knowledge(runtime: Runtime, request: ContextRequest, vector: list[float]) -> list[dict[str, Any]]:

@@ -58,11 +58,20 @@ def validate(request: ScopedSearchRequest, settings: Settings) -> None:
         return
     if request.query is None or not request.query.strip():
         raise InvalidParameter("Missing required parameter: query")
-    if len(request.query) > settings.max_query_chars:
+    check_query_length(request.query, settings)
+    check_scope(request)
+
+
+def check_query_length(query: str, settings: Settings) -> None:
+    if len(query) > settings.max_query_chars:
         raise InvalidParameter(
-            f"Invalid field query: {len(request.query)} characters; the limit is {settings.max_query_chars} "
+            f"Invalid field query: {len(query)} characters; the limit is {settings.max_query_chars} "
             "(MEMSYS_MAX_QUERY_CHARS)"
         )
+
+
+def check_scope(request: ScopedSearchRequest) -> None:
+    """A scope names the id it needs: personal needs user_id, group needs group_id."""
     if request.memory_scope == "personal" and not request.user_id:
         raise InvalidParameter("memory_scope=personal needs user_id")
     if request.memory_scope == "group" and not request.group_id:
