@@ -17,7 +17,6 @@ from app.tenancy.scope import tenant_of
 
 # hashtextextended gives a bigint key per stream; a collision between two streams only serialises them.
 _LOCK = text("SELECT pg_advisory_lock(hashtextextended(:key, 0))")
-_TRY_LOCK = text("SELECT pg_try_advisory_lock(hashtextextended(:key, 0))")
 _UNLOCK = text("SELECT pg_advisory_unlock(hashtextextended(:key, 0))")
 
 PENDING_COLUMNS = [
@@ -34,11 +33,10 @@ PENDING_COLUMNS = [
 ]
 
 
-async def lock_stream(conn: AsyncConnection, stream: Stream, *, wait: bool) -> bool:
+async def lock_stream(conn: AsyncConnection, stream: Stream) -> None:
     """Take the stream's session-level advisory lock (held across transactions, until unlock or the
-    connection ends). ``wait=False`` gives up at once when another session holds it."""
-    result = await conn.execute(_LOCK if wait else _TRY_LOCK, {"key": _lock_key(conn, stream)})
-    return True if wait else bool(result.scalar())
+    connection ends), waiting while another session holds it."""
+    await conn.execute(_LOCK, {"key": _lock_key(conn, stream)})
 
 
 async def unlock_stream(conn: AsyncConnection, stream: Stream) -> bool:

@@ -44,9 +44,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Passes over the pending buffer per flush: a later pass picks up messages that arrived meanwhile. A
-# memorize makes one pass, so that no single call pays for a busy stream's backlog.
-FLUSH_PASSES = 3
+# Passes over the pending buffer per job: a later pass picks up messages that arrived meanwhile.
+PASSES = 3
 # Texts up to this many tokens are embedded together, longer ones apart (see _embed).
 SHORT_TEXT_TOKENS = 96
 
@@ -72,16 +71,11 @@ class FormationOutcome:
         self.warning = f"{self.warning} {text}" if self.warning else text
 
 
-async def process_stream(
-    runtime: Runtime, stream: Stream, *, flush: bool = False, wait: bool | None = None
-) -> FormationOutcome:
-    """Close every MemCell the stream's pending messages call for (all of them when ``flush``). ``wait`` for
-    another session forming the stream (default: when flushing); else give up at once."""
-    wait = flush if wait is None else wait
-    async with _stream_locked(runtime, stream, wait=wait) as conn:
-        if conn is None:
-            return FormationOutcome()
-        return await _form(runtime, conn, stream, flush=flush, passes=FLUSH_PASSES if wait else 1)
+async def process_stream(runtime: Runtime, stream: Stream, *, flush: bool = False) -> FormationOutcome:
+    """Close every MemCell the stream's pending messages call for (all of them when ``flush``), once the
+    stream's lock is free."""
+    async with _stream_locked(runtime, stream) as conn:
+        return await _form(runtime, conn, stream, flush=flush)
 
 
 async def form_queued(runtime: Runtime, stream: Stream) -> FormationOutcome:
@@ -94,7 +88,7 @@ async def form_queued(runtime: Runtime, stream: Stream) -> FormationOutcome:
     while failures <= runtime.settings.llm_fallback_after:
         async with runtime.engine.connect() as conn:
             flush = await repo.flush_requested(conn, stream)
-        step = await process_stream(runtime, stream, flush=flush, wait=True)
+        step = await process_stream(runtime, stream, flush=flush)
         outcome.memories += step.memories
         if step.warning:
             outcome.warn(step.warning)
@@ -155,7 +149,7 @@ async def form_again(runtime: Runtime, stream: Stream, cells: list[list[int]]) -
     a MemCell had before some of its messages were forgotten. Ids no longer pending are skipped."""
     llm = _server_llm(runtime)
     outcome = FormationOutcome()
-    async with _stream_locked(runtime, stream, wait=True) as conn:
+    async with _stream_locked(runtime, stream) as conn:
         async with conn.begin():
             pending = await repo.pending_messages(conn, stream)
             meta = await conversation_meta(conn, stream.group_id) if stream.group_id else None
@@ -180,19 +174,16 @@ def _server_llm(runtime: Runtime) -> LLMClient | None:
 
 
 @asynccontextmanager
-async def _stream_locked(runtime: Runtime, stream: Stream, *, wait: bool) -> AsyncIterator[AsyncConnection | None]:
-    """A connection holding the stream's advisory lock, or None when ``wait`` is False and another has it."""
+async def _stream_locked(runtime: Runtime, stream: Stream) -> AsyncIterator[AsyncConnection]:
+    """A connection holding the stream's advisory lock (waiting for another session that has it)."""
     async with runtime.engine.connect() as conn:
         try:
-            locked = await repo.lock_stream(conn, stream, wait=wait)
+            await repo.lock_stream(conn, stream)
             await conn.commit()
         except BaseException:
             # e.g. cancelled while waiting: the server may still grant the lock to this session later.
             await conn.invalidate()
             raise
-        if not locked:
-            yield None
-            return
         try:
             yield conn
         finally:
@@ -210,17 +201,15 @@ async def _release(conn: AsyncConnection, stream: Stream) -> None:
         raise
 
 
-async def _form(
-    runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flush: bool, passes: int
-) -> FormationOutcome:
+async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flush: bool) -> FormationOutcome:
     llm = _server_llm(runtime)
     rules = boundary.BoundaryRules.from_settings(runtime.settings)
     outcome = FormationOutcome()
     meta: dict[str, Any] | None = None
-    # A memorize closes what the first two MemCells' worth of pending messages call for (at most two
-    # MemCells); cuts of a prefix are the cuts of the whole, so the backlog is formed in order.
+    # Without a flush a pass reads two MemCells' worth of pending messages (it closes at most two): cuts of
+    # a prefix are the cuts of the whole, so a backlog is formed in order, a bounded piece per pass.
     limit = None if flush else 2 * rules.max_messages + 1
-    for _ in range(passes):
+    for _ in range(PASSES):
         async with conn.begin():
             pending = await repo.pending_messages(conn, stream, limit=limit)
             if pending and stream.group_id and meta is None:
