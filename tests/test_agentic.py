@@ -267,3 +267,19 @@ def test_http_and_llm_rerankers(settings, database_url, fake_llm) -> None:
 
             with connect(database_url, autocommit=True) as conn:
                 conn.execute("TRUNCATE memories, memcells CASCADE")
+
+
+def test_explain_shows_the_legs_and_the_type_and_time_weights(api, corpus, fake_llm) -> None:
+    fake_llm.on("is_sufficient", SUFFICIENT)
+    result = ask(api, fake_llm, query="What did Alice eat last week?", explain=True).json()["result"]
+    for item in result["memories"]:
+        explained = item["explain"]
+        assert explained["mode"] == "agentic" and explained["vector"]["rank"] >= 1
+        assert explained["weights"]["type"] == 0.5  # episodes, seed 004's "conversation" weight
+        assert explained["weights"]["product"] == pytest.approx(item["weight"])
+        assert explained["order_key"] == pytest.approx(item["score"] * item["weight"])
+        assert "weights" not in item and "retrieval_score" not in item
+    boosted = [item for item in result["memories"] if item["explain"]["weights"]["time"] == 2.0]
+    assert [item["content"] for item in boosted] == ["Alice ate spicy hot pot with colleagues"]
+    plain = ask(api, fake_llm, query="What did Alice eat last week?").json()["result"]["memories"]
+    assert all("explain" not in item and "weights" not in item for item in plain)

@@ -252,3 +252,38 @@ def test_profile_returns_the_latest_version(client, database_url):
         ("g1", None, "Profile of u1 in g1 (version 2)"),
         ("g2", "g2", "Profile of u1 in g2 (version 1)"),
     ]
+
+
+def test_explain_gives_each_legs_rank_score_and_rrf_contribution(client, corpus, embed):
+    query = "Bob hiking mountains weekends"
+    result = retrieve(client, query=query, explain=True)
+    by_rank = result["memories"]
+    top = by_rank[0]["explain"]
+    assert top["mode"] == "rrf" and top["rrf"]["k"] == 60
+    assert top["vector"]["rank"] == 1 and top["bm25"]["rank"] == 1
+    assert top["vector"]["rrf_contribution"] == pytest.approx(1 / 61) == top["bm25"]["rrf_contribution"]
+    assert top["rrf"]["sum"] == pytest.approx(2 / 61) and top["retrieval_score"] == pytest.approx(1.0)
+    vector = embed(query)
+    for item in by_rank:
+        explained = item["explain"]
+        cosine = sum(a * b for a, b in zip(vector, embed(item["content"]), strict=True))
+        assert explained["vector"]["cosine"] == pytest.approx(cosine, abs=1e-4)
+        assert explained["vector"]["distance"] == pytest.approx(1 - cosine, abs=1e-4)
+        legs = [explained[leg]["rrf_contribution"] for leg in ("vector", "bm25") if explained[leg]]
+        assert explained["rrf"]["sum"] == pytest.approx(sum(legs))
+        assert item["score"] == pytest.approx(explained["rrf"]["sum"] / (2 / 61), abs=1e-5)
+        assert explained["weights"] == {"time": 1.0, "type": 1.0, "product": 1.0}
+    # A memory without any query term is not in the BM25 leg: its contribution is null, not 0 with a rank.
+    assert any(item["explain"]["bm25"] is None for item in by_rank)
+    assert all(item["explain"]["bm25"]["score"] > 0 for item in by_rank if item["explain"]["bm25"])
+    assert retrieve(client, query=query)["memories"][0]["explain"] is None  # only when asked
+
+
+def test_explain_in_bm25_mode_and_with_a_time_boost(client, corpus):
+    result = retrieve(client, query="hiking mountains", retrieval_mode="bm25", explain=True)
+    explained = result["memories"][0]["explain"]
+    assert explained["vector"] is None and explained["bm25"]["rank"] == 1 and explained["bm25"]["score"] > 0
+    result = retrieve(client, query="what did Alice do in the last 3 days", time_aware=True, explain=True)
+    weights = {item["content"]: item["explain"]["weights"] for item in result["memories"]}
+    assert all(w["time"] == 2.0 for w in weights.values())  # every memory is from yesterday: all boosted
+    assert all(item["explain"]["order_key"] == pytest.approx(item["score"] * 2.0) for item in result["memories"])

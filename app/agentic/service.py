@@ -27,6 +27,7 @@ from app.providers.llm import LLMAuthError, LLMBadOutput, LLMClient, LLMConfig, 
 from app.providers.llm_urls import pin_client_url
 from app.providers.rerank import HttpReranker, LLMReranker, NoReranker, Reranker, RerankError
 from app.retrieval import service as retrieval
+from app.retrieval.explain import explanation
 from app.retrieval.time_aware import fit_filters, reference_day, rule_window
 from app.runtime import Runtime
 from app.settings import Settings
@@ -136,7 +137,10 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
         log.warning("agentic retrieval fell back: %s", exc)
         state["fallback_reason"] = str(exc)
 
-    final = apply_weights(best, window, runtime.settings)[: request.top_k]
+    final = [
+        _public(memory, request.explain, runtime.settings.rrf_k, reranker.name)
+        for memory in apply_weights(best, window, runtime.settings)[: request.top_k]
+    ]
     total_ms = round((time.perf_counter() - started) * 1000, 2)
     timer.timings["total"] = total_ms
     metadata = AgenticMetadata(
@@ -205,8 +209,19 @@ async def _rerank(reranker: Reranker, query: str, memories: list[dict]) -> list[
     scores = await reranker.scores(query, [_document(memory) for memory in memories])
     if scores is None:
         return sorted(memories, key=lambda memory: -memory["score"])
-    rescored = [{**memory, "score": round(float(score), 6)} for memory, score in zip(memories, scores, strict=True)]
+    rescored = [
+        {**memory, "score": round(float(score), 6), "retrieval_score": memory.get("retrieval_score", memory["score"])}
+        for memory, score in zip(memories, scores, strict=True)
+    ]
     return sorted(rescored, key=lambda memory: -memory["score"])
+
+
+def _public(memory: dict, explain: bool, rrf_k: int, reranker: str) -> dict:
+    """The memory as answered: the bookkeeping of weighting and reranking only inside ``explain``."""
+    shown = {key: value for key, value in memory.items() if key not in ("weights", "retrieval_score")}
+    if explain:
+        shown["explain"] = explanation(memory, mode="agentic", rrf_k=rrf_k, reranker=reranker)
+    return shown
 
 
 def _document(memory: dict) -> str:

@@ -19,7 +19,8 @@ def apply_weights(memories: list[dict], window: TimeWindow | None, settings: Set
         factor = time_factor(memory, window, settings.time_boost)
         if factor is None:
             continue
-        factor *= settings.memory_type_weights.get(memory.get("memory_type", ""), 1.0)
-        weighted.append({**memory, "weight": round(factor, 4)})
+        type_weight = settings.memory_type_weights.get(memory.get("memory_type", ""), 1.0)
+        weights = {"time": factor, "type": type_weight}
+        weighted.append({**memory, "weight": round(factor * type_weight, 4), "weights": weights})
     weighted.sort(key=lambda memory: -(memory["score"] * memory["weight"]))
     return weighted

@@ -30,6 +30,12 @@ class ScopedSearchRequest(BaseModel):
         default=None, description="YYYY-MM-DD: the reference day; semantic memories must be valid on it"
     )
 
+    explain: bool = Field(
+        default=False,
+        description="Add to each memory why it was recalled: each leg's rank, score and RRF contribution, the "
+        "weights applied (and the reranker's score, agentic)",
+    )
+
     _parse_current_time = field_validator("current_time", mode="before")(
         lambda value: None if value is None else parse_day(value)
     )
@@ -76,6 +82,7 @@ class RetrievedMemory(BaseModel):
     valid_to: str | None = None
     profile: dict[str, Any] | None = Field(default=None, description="data_source=profile only: the profile JSON")
     weight: float | None = Field(default=None, description="time_aware only: the time factor; order is score * weight")
+    explain: dict[str, Any] | None = Field(default=None, description="explain=true only: why it was recalled")
 
 
 class RetrievalMetadata(BaseModel):

@@ -16,6 +16,7 @@ from typing import Any
 from app.errors import InvalidParameter
 from app.observability import metrics
 from app.retrieval import repository
+from app.retrieval.explain import explanation
 from app.retrieval.repository import SearchFilters, SearchTuning
 from app.retrieval.schemas import (
     RetrievalMetadata,
@@ -217,6 +218,12 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         )
         if boosting:
             found.memories = _boosted(found.memories, window, runtime.settings.time_boost)[: request.top_k]
+    if request.explain and request.data_source != "profile":
+        rrf_k = runtime.settings.rrf_k
+        found.memories = [
+            {**memory, "explain": explanation(memory, mode=request.retrieval_mode, rrf_k=rrf_k)}
+            for memory in found.memories
+        ]
     memories = [RetrievedMemory(**memory) for memory in found.memories]
     metadata = RetrievalMetadata(
         retrieval_mode=request.retrieval_mode,
@@ -236,7 +243,10 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
 
 def _boosted(memories: list[dict[str, Any]], window: TimeWindow, boost: float) -> list[dict[str, Any]]:
     """Memories in the window get ``weight`` = the boost; the order is by ``score * weight``."""
-    weighted = [{**memory, "weight": time_factor(memory, window, boost)} for memory in memories]
+    weighted = []
+    for memory in memories:
+        factor = time_factor(memory, window, boost)
+        weighted.append({**memory, "weight": factor, "weights": {"time": factor, "type": 1.0}})
     return sorted(weighted, key=lambda memory: -memory["score"] * memory["weight"])
 
 
