@@ -17,6 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=None, help="port (default MEMSYS_PORT or 1995)")
     worker = commands.add_parser("worker", help="run formation workers in this process (next to memsys serve)")
     worker.add_argument("--concurrency", type=int, default=1, help="streams formed at the same time (default 1)")
+    mcp = commands.add_parser("mcp", help="serve memsys's MCP tools over stdio (for an agent's MCP config)")
+    mcp.add_argument("--tenant", default="default", help="the tenant whose memories the tools use (default: default)")
     commands.add_parser("migrate", help="apply the database migrations (alembic upgrade head)")
     commands.add_parser("db-url", help="print the database URL (starts the embedded server if needed)")
     keys = commands.add_parser("keys", help="API keys: create, list, revoke (with the owner's database URL)")
@@ -35,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(settings, args.host or settings.host, args.port or settings.port)
     if args.command == "worker":
         return _worker(settings, args.concurrency)
+    if args.command == "mcp":
+        return _mcp(settings, args.tenant)
     if args.command == "migrate":
         return _migrate(settings)
     if args.command == "keys":
@@ -64,6 +68,47 @@ def _worker(settings: Settings, concurrency: int) -> int:
         try:
             async with tasks.open_queue(runtime.service_url):
                 await tasks.run_workers(runtime, concurrency, install_signal_handlers=True)
+        finally:
+            await runtime.close()
+
+    asyncio.run(run())
+    return 0
+
+
+def _mcp(settings: Settings, tenant: str) -> int:
+    """MCP over stdio for one tenant, with this process's own formation workers (MEMSYS_WORKERS, as serve).
+    Standard output carries the protocol only: logs go to standard error."""
+    import asyncio
+
+    from app.db.engine import create_engine
+    from app.formation import tasks
+    from app.mcp.server import build_server
+    from app.runtime import build_runtime
+    from app.tenancy import repository
+    from app.tenancy.scope import check_tenant_id
+
+    async def run() -> None:
+        runtime = build_runtime(settings)
+        try:
+            owner = create_engine(runtime.database_url, settings)
+            try:
+                async with owner.begin() as conn:
+                    await repository.ensure_tenant(conn, check_tenant_id(tenant))
+            finally:
+                await owner.dispose()
+            scoped = runtime.for_tenant(tenant)
+            server = build_server(lambda ctx: scoped)
+            async with tasks.open_queue(runtime.service_url):
+                workers = (
+                    asyncio.create_task(tasks.run_workers(runtime, settings.workers, install_signal_handlers=False))
+                    if settings.workers > 0
+                    else None
+                )
+                try:
+                    await server.run_stdio_async()
+                finally:
+                    if workers is not None:
+                        await tasks.stop_workers(workers)
         finally:
             await runtime.close()
 

@@ -25,6 +25,7 @@ from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
 from app.http.json_body import MemsysRequest
 from app.http.metrics import metrics
+from app.mcp.http import build_http, mcp_endpoint
 from app.memories.endpoints import MemoriesController
 from app.memorize.endpoints import MemorizeController
 from app.observability.metrics import HTTP
@@ -52,7 +53,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 await refuse_open_anonymous(conn, settings.host, settings.allow_anonymous)
             app.state.runtime = runtime
             app.state.key_cache = KeyCache(settings.key_cache_seconds)
-            async with tasks.open_queue(runtime.service_url):
+            _, app.state.mcp_sessions = build_http(settings.host)
+            async with tasks.open_queue(runtime.service_url), app.state.mcp_sessions.run():
                 workers = (
                     asyncio.create_task(tasks.run_workers(runtime, settings.workers, install_signal_handlers=False))
                     if settings.workers > 0
@@ -81,6 +83,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             MemoriesController,
             ForgetController,
             ExportController,
+            mcp_endpoint,
         ],
         lifespan=[lifespan],
         guards=[authenticate],

@@ -1,0 +1,1 @@
+"""memsys as an MCP server (stdio and streamable HTTP)."""

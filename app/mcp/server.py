@@ -1,0 +1,157 @@
+"""memsys's own MCP server: the tools an agent needs of a memory service, over stdio (``memsys mcp``) and over
+streamable HTTP at ``/mcp`` on the running server (app.mcp.http).
+
+Each tool is a thin adapter: it builds the same request the HTTP API takes, calls the same service, and
+answers a compact JSON object. A refused request becomes a tool error whose text names the field.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
+
+from app.errors import InvalidParameter, MemsysError
+from app.forget import service as forget
+from app.http.errors import describe_validation_error
+from app.memorize import service as memorize
+from app.memorize.schemas import FlushRequest, MemorizeRequest
+from app.retrieval import service as retrieval
+from app.retrieval.schemas import RetrieveLightweightRequest
+from app.runtime import Runtime
+from app.validation import check_identifier
+
+INSTRUCTIONS = (
+    "memsys is a long-term memory for conversations. Store what is said with add_memory (one message at a "
+    "time, as it happens), find what was said or learned before with search_memories, read what is known "
+    "about a person with get_profile, and erase a person with forget_user."
+)
+
+RuntimeOf = Callable[[Context], Runtime]
+"""The runtime of the calling tenant: fixed for stdio, the key's tenant over HTTP."""
+
+
+def build_server(runtime_of: RuntimeOf) -> MCPServer:
+    server = MCPServer(name="memsys", instructions=INSTRUCTIONS, version="0.1.0")
+
+    @server.tool(
+        description="Store one message of a conversation in long-term memory. Memories (episodes, facts, "
+        "the user's profile) are formed from the messages in the background; pass flush=true to form them "
+        "now (for example at the end of a conversation) and get them back. Without group_id the message "
+        "goes to user_id's personal notes, and the sender must then be the user."
+    )
+    async def add_memory(
+        ctx: Context,
+        content: str,
+        user_id: str,
+        group_id: str | None = None,
+        sender: str | None = None,
+        sender_name: str | None = None,
+        flush: bool = False,
+    ) -> dict[str, Any]:
+        runtime = runtime_of(ctx)
+        sender = sender or user_id
+        if group_id is None and sender != user_id:
+            raise ToolError("Invalid field group_id: a message from someone else than user_id needs a group_id")
+        request = _parsed(
+            MemorizeRequest,
+            group_id=group_id,
+            message_id=f"mcp-{uuid.uuid4()}",
+            create_time=datetime.now(UTC),
+            sender=sender,
+            sender_name=sender_name,
+            content=content,
+        )
+        message, result = await _called(memorize.memorize(runtime, request))
+        answer: dict[str, Any] = {"stored": True, "message_id": request.message_id, "status": result.status_info}
+        if flush:
+            stream = {"group_id": group_id} if group_id else {"sender": sender}
+            message, result = await _called(memorize.flush(runtime, _parsed(FlushRequest, **stream)))
+            answer["status"] = result.status_info
+            answer["memories"] = [_compact(m.model_dump()) for m in result.saved_memories]
+        answer["message"] = message
+        return answer
+
+    @server.tool(
+        description="Search long-term memory with a question or keywords (hybrid vector + keyword search). "
+        "Filter by user_id and/or group_id. memory_type: episode (what happened, the default), event_log "
+        "(atomic facts), semantic_memory (lasting facts and plans). Returns the best memories first."
+    )
+    async def search_memories(
+        ctx: Context,
+        query: str,
+        user_id: str | None = None,
+        group_id: str | None = None,
+        memory_type: Literal["episode", "event_log", "semantic_memory"] = "episode",
+        top_k: int = 10,
+    ) -> dict[str, Any]:
+        request = _parsed(
+            RetrieveLightweightRequest,
+            query=query,
+            user_id=user_id,
+            group_id=group_id,
+            data_source=memory_type,
+            top_k=top_k,
+            time_range_days=100000,
+        )
+        _, result = await _called(retrieval.retrieve(runtime_of(ctx), request))
+        return {"count": result.count, "memories": [_compact(m.model_dump()) for m in result.memories]}
+
+    @server.tool(
+        description="What is known about a person: their latest profile (traits, preferences, facts) in "
+        "group_id, or without group_id in every conversation they were profiled in."
+    )
+    async def get_profile(ctx: Context, user_id: str, group_id: str | None = None) -> dict[str, Any]:
+        _identifiers(user_id=user_id, group_id=group_id)
+        profiles = await _called(retrieval.profile(runtime_of(ctx), user_id, group_id))
+        return {
+            "user_id": user_id,
+            "profiles": [
+                {"group_id": p["group_id"], "updated_at": p["timestamp"], "profile": p["profile"]} for p in profiles
+            ],
+        }
+
+    @server.tool(
+        description="Erase everything memsys holds about a person: their messages, the memories formed from "
+        "them and their profiles. Other participants' messages are kept and their memories formed again. "
+        "This cannot be undone."
+    )
+    async def forget_user(ctx: Context, user_id: str) -> dict[str, Any]:
+        _identifiers(user_id=user_id)
+        return await _called(forget.forget_user(runtime_of(ctx), user_id))
+
+    return server
+
+
+def _parsed(model: type, **fields: Any) -> Any:
+    try:
+        return model(**{key: value for key, value in fields.items() if value is not None})
+    except ValidationError as exc:
+        raise ToolError(describe_validation_error(exc)) from exc
+
+
+def _identifiers(**ids: str | None) -> None:
+    try:
+        for name, value in ids.items():
+            if value is not None:
+                check_identifier(name, value)
+    except InvalidParameter as exc:
+        raise ToolError(str(exc)) from exc
+
+
+async def _called(awaitable):
+    try:
+        return await awaitable
+    except MemsysError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def _compact(memory: dict[str, Any]) -> dict[str, Any]:
+    """What an agent reads of a memory (no provenance ids or internal scores)."""
+    keys = ("id", "memory_type", "title", "content", "timestamp", "user_id", "group_id", "score")
+    return {key: memory[key] for key in keys if memory.get(key) is not None}

@@ -1,0 +1,112 @@
+"""memsys's own MCP server, driven by the real ``mcp`` client: over stdio (``memsys mcp`` as an agent's MCP
+config launches it) and over streamable HTTP at ``/mcp`` of a running ``memsys serve``, behind its keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.tenancy_support import bearer, create_key
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = {"add_memory", "search_memories", "get_profile", "forget_user"}
+CONVERSATION = [
+    ("alice", "I just moved to Lisbon and I am learning Portuguese every morning."),
+    ("bob", "Nice! Lisbon has great custard tarts, try the ones in Belém."),
+    ("alice", "I love custard tarts, pastel de nata is my favourite dessert."),
+]
+
+
+def _result(called) -> dict:
+    assert not called.is_error, called.content
+    return json.loads(called.content[0].text)
+
+
+async def _round_trip(client: Client, group: str) -> None:
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) >= TOOLS
+    assert all(len(tools[name].description) > 80 for name in TOOLS)  # enough for an agent to choose
+    assert {"content", "user_id"} <= set(tools["add_memory"].input_schema["required"])
+
+    for sender, content in CONVERSATION[:-1]:
+        stored = _result(
+            await client.call_tool("add_memory", {"content": content, "user_id": sender, "group_id": group})
+        )
+        assert stored["stored"] is True and stored["status"] == "accumulated"
+    sender, content = CONVERSATION[-1]
+    flushed = _result(
+        await client.call_tool("add_memory", {"content": content, "user_id": sender, "group_id": group, "flush": True})
+    )
+    assert flushed["status"] == "extracted" and flushed["memories"]
+    assert any("Lisbon" in memory["content"] for memory in flushed["memories"])
+
+    found = _result(await client.call_tool("search_memories", {"query": "Where does Alice live?", "user_id": "alice"}))
+    assert found["count"] >= 1 and "Lisbon" in found["memories"][0]["content"]
+    assert all(memory["user_id"] in ("alice", None) for memory in found["memories"])
+
+    profile = _result(await client.call_tool("get_profile", {"user_id": "alice"}))
+    assert profile["user_id"] == "alice" and [p["group_id"] for p in profile["profiles"]] == [group]
+
+    refused = await client.call_tool("search_memories", {"query": "x", "user_id": " "})
+    assert refused.is_error and "user_id" in refused.content[0].text
+    refused = await client.call_tool("add_memory", {"content": "hi", "user_id": "alice", "sender": "bob"})
+    assert refused.is_error and "group_id" in refused.content[0].text
+
+    forgotten = _result(await client.call_tool("forget_user", {"user_id": "alice"}))
+    assert forgotten["user_id"] == "alice" and forgotten["deleted"]["messages"] == 2
+    after = _result(await client.call_tool("search_memories", {"query": "Lisbon custard tarts", "user_id": "alice"}))
+    assert after["count"] == 0
+
+
+def test_memsys_mcp_over_stdio(database_url: str) -> None:
+    env = {
+        **os.environ,
+        "MEMSYS_DATABASE_URL": database_url,
+        "MEMSYS_MIGRATE_ON_START": "false",
+        "MEMSYS_LOG_LEVEL": "WARNING",
+        "MEMSYS_LLM_API_KEY": "",
+        "MEMSYS_WORKERS": "1",
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp"], env=env, cwd=str(ROOT))
+
+    async def run() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            await _round_trip(client, "stdio_group")
+
+    anyio.run(run)
+
+
+def test_mcp_over_streamable_http_behind_keys(database_url: str, server_process_factory) -> None:
+    key = create_key(database_url, "acme")
+    server = server_process_factory(
+        {"MEMSYS_DATABASE_URL": database_url, "MEMSYS_MIGRATE_ON_START": "false", "MEMSYS_LOG_LEVEL": "WARNING",
+         "MEMSYS_LLM_API_KEY": ""}
+    )  # fmt: skip
+    server.start()
+    url = server.base_url + "/mcp"
+
+    async def run() -> None:
+        async with create_mcp_http_client(headers=bearer(key)) as http:
+            async with Client(streamable_http_client(url, http_client=http), read_timeout_seconds=60) as client:
+                await _round_trip(client, "http_group")
+        # Without a key (a key exists, so anonymous access is closed): the envelope's 401, no MCP at all.
+        async with httpx2.AsyncClient() as http:
+            response = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            assert response.status_code == 401 and response.json()["code"] == "UNAUTHORIZED"
+
+    anyio.run(run)
+
+    # The tools wrote in the key's tenant only.
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        tenants = conn.execute("SELECT DISTINCT tenant_id FROM messages").fetchall()
+    assert tenants == [("acme",)]
