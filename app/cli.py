@@ -1,4 +1,4 @@
-"""The ``memsys`` command: serve, migrate, db-url, keys."""
+"""The ``memsys`` command: serve, worker, mcp, export, import, migrate, db-url, keys."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ def main(argv: list[str] | None = None) -> int:
     worker.add_argument("--concurrency", type=int, default=1, help="streams formed at the same time (default 1)")
     mcp = commands.add_parser("mcp", help="serve memsys's MCP tools over stdio (for an agent's MCP config)")
     mcp.add_argument("--tenant", default="default", help="the tenant whose memories the tools use (default: default)")
+    export = commands.add_parser("export", help="write a JSON-lines dump (memsys.dump v1) to standard output")
+    export.add_argument("--tenant", default=None, help="only this tenant (default: every tenant)")
+    export.add_argument("--user", default=None, help="only what is held about this user")
+    export.add_argument("--output", "-o", default=None, help="write to this file instead of standard output")
+    imported = commands.add_parser("import", help="load a dump written by memsys export (all of it or nothing)")
+    imported.add_argument("path", help="the dump file (JSON lines)")
     commands.add_parser("migrate", help="apply the database migrations (alembic upgrade head)")
     commands.add_parser("db-url", help="print the database URL (starts the embedded server if needed)")
     keys = commands.add_parser("keys", help="API keys: create, list, revoke (with the owner's database URL)")
@@ -39,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         return _worker(settings, args.concurrency)
     if args.command == "mcp":
         return _mcp(settings, args.tenant)
+    if args.command == "export":
+        return _export(settings, args)
+    if args.command == "import":
+        return _import(settings, args.path)
     if args.command == "migrate":
         return _migrate(settings)
     if args.command == "keys":
@@ -113,6 +123,57 @@ def _mcp(settings: Settings, tenant: str) -> int:
             await runtime.close()
 
     asyncio.run(run())
+    return 0
+
+
+def _export(settings: Settings, args: argparse.Namespace) -> int:
+    import asyncio
+    import contextlib
+
+    from app.runtime import build_runtime
+    from app.tenancy.scope import check_tenant_id
+    from app.transfer import service
+    from app.validation import check_identifier
+
+    tenant = check_tenant_id(args.tenant) if args.tenant else None
+    user = check_identifier("user", args.user) if args.user else None
+
+    async def run() -> int:
+        runtime = build_runtime(settings)
+        try:
+            with open(args.output, "w", encoding="utf-8") if args.output else contextlib.nullcontext(sys.stdout) as out:
+                return await service.export_dump(runtime, out, tenant=tenant, user_id=user)
+        finally:
+            await runtime.close()
+
+    rows = asyncio.run(run())
+    print(f"memsys export: {rows} rows", file=sys.stderr)
+    return 0
+
+
+def _import(settings: Settings, path: str) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from app.runtime import build_runtime
+    from app.transfer import service
+    from app.transfer.dump import DumpError
+
+    async def run() -> dict:
+        runtime = build_runtime(settings)
+        try:
+            return await service.import_dump(runtime, Path(path))
+        finally:
+            await runtime.close()
+
+    try:
+        service.check_dump(Path(path))  # before the database and the model: a bad dump fails at once
+        result = asyncio.run(run())
+    except (DumpError, OSError, UnicodeDecodeError) as exc:
+        print(f"memsys import: {path}: {exc}; nothing was imported", file=sys.stderr)
+        return 2
+    rows = ", ".join(f"{count} {kind}" for kind, count in result["rows"].items())
+    print(f"memsys import: added {rows}; embedded again: {result['reembedded']}", file=sys.stderr)
     return 0
 
 

@@ -21,6 +21,10 @@ async def key_lookup(conn: AsyncConnection, key_hash: str | None) -> tuple[str |
     return row[0], bool(row[1])
 
 
+async def tenant_ids(conn: AsyncConnection) -> list[str]:
+    return list((await conn.execute(select(tenants.c.tenant_id).order_by(tenants.c.tenant_id))).scalars())
+
+
 async def ensure_tenant(conn: AsyncConnection, tenant: str) -> None:
     await conn.execute(insert(tenants).values(tenant_id=tenant).on_conflict_do_nothing())
 

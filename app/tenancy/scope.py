@@ -48,8 +48,17 @@ def tenant_of(conn: AsyncConnection) -> str | None:
     return conn.sync_connection.get_execution_options().get(TENANT_OPTION)
 
 
+async def enter(conn: AsyncConnection, tenant: str) -> None:
+    """Move the rest of an owner's transaction into ``tenant`` (export and import span tenants in one)."""
+    await conn.exec_driver_sql(_set_local(tenant))
+
+
 def _set_tenant(conn: Connection) -> None:
     tenant = conn.get_execution_options().get(TENANT_OPTION)
     if tenant is not None:
-        # SET takes no bind parameters; the id was checked against a pattern without quotes.
-        conn.exec_driver_sql(f"SET LOCAL {TENANT_SETTING} = '{check_tenant_id(tenant)}'")
+        conn.exec_driver_sql(_set_local(tenant))
+
+
+def _set_local(tenant: str) -> str:
+    # SET takes no bind parameters; the id was checked against a pattern without quotes.
+    return f"SET LOCAL {TENANT_SETTING} = '{check_tenant_id(tenant)}'"

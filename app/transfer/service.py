@@ -1,17 +1,26 @@
-"""A user's export: everything held about them as one JSON document (format ``memsys.user-export`` v1).
+"""Exports. A user's, over HTTP: everything held about them as one JSON document (``memsys.user-export`` v1).
+A tenant's or the whole database's, by ``memsys export`` / ``memsys import``: the JSON-lines dump of
+app.transfer.dump, with embeddings.
 
-Messages they sent, memories about them and the group-level memories formed from their messages (types,
-times, provenance), every version of their profiles, and their entry in conversations' ``user_details``.
-Embeddings are left out: they are derived, large, and model-specific.
+A user's export holds the messages they sent, memories about them and the group-level memories formed from
+their messages (types, times, provenance), every version of their profiles, and their entry in
+conversations' ``user_details``. Embeddings are left out of it: they are derived, large, and model-specific.
 """
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
+from tqdm import tqdm
+
+from app.db.engine import create_engine
 from app.runtime import Runtime
-from app.transfer import repository
+from app.tenancy import repository as tenancy
+from app.tenancy import scope
+from app.transfer import dump, repository
 
 EXPORT_FORMAT = "memsys.user-export"
 EXPORT_VERSION = 1
@@ -38,3 +47,110 @@ async def export_user(runtime: Runtime, user_id: str) -> dict[str, Any]:
 
 def _times(row: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {**row, **{key: row[key].isoformat() for key in keys}}
+
+
+async def export_dump(
+    runtime: Runtime, out: TextIO, *, tenant: str | None = None, user_id: str | None = None, progress: bool = True
+) -> int:
+    """Write the dump (app.transfer.dump) of one tenant or all, or of one user, to ``out``; returns the
+    number of rows. One repeatable-read transaction: a consistent snapshot while memsys keeps running."""
+    settings = runtime.settings
+    rows = 0
+    # The service's role, which row-level security holds (the owner may be a superuser who bypasses it):
+    # each tenant's section holds that tenant's rows only.
+    async with runtime.engine.connect() as conn:
+        await conn.execution_options(isolation_level="REPEATABLE READ")
+        async with conn.begin():
+            tenants = [tenant] if tenant else await tenancy.tenant_ids(conn)
+            out.write(dump.line(dump.header(runtime.embedder.name, settings.embedding_dimensions, tenant, user_id)))
+            with tqdm(desc="export", unit=" rows", disable=not progress, file=sys.stderr) as bar:
+                for tenant_id in tenants:
+                    await scope.enter(conn, tenant_id)
+                    out.write(dump.line({"type": "tenant", "tenant_id": tenant_id}))
+                    for kind, table in dump.TABLES.items():
+                        columns = dump.dumped_columns(table)
+                        statement = repository.dump_statement(kind, table, columns, user_id)
+                        async for row in repository.stream_rows(conn, statement):
+                            record = {"type": kind, "tenant_id": tenant_id, **row}
+                            if kind == "memory":
+                                record["embedding_model"] = runtime.embedder.name
+                            out.write(dump.line(record))
+                            rows += 1
+                            bar.update()
+            out.write(dump.line({"type": "end", "rows": rows}))
+    return rows
+
+
+async def import_dump(runtime: Runtime, path: Path, *, progress: bool = True) -> dict[str, Any]:
+    """Check the whole dump first (a bad line is a ``DumpError`` naming it, and nothing is written), then
+    write it in one transaction. Rows already present (same id) are skipped, so an import run again adds
+    nothing. Memories of another embedding model are embedded again with this one."""
+    first, total = check_dump(path)
+    embedding = first["embedding"]
+    settings = runtime.settings
+    counts = {kind: 0 for kind in dump.TABLES}
+    reembedded = 0
+    owner = create_engine(runtime.database_url, settings)
+    try:
+        async with owner.begin() as conn:
+            with (
+                path.open(encoding="utf-8") as lines,
+                tqdm(total=total - 1, desc="import", unit=" rows", disable=not progress, file=sys.stderr) as bar,
+            ):
+                batch: list[dump.Record] = []
+                for record in dump.read(lines):
+                    if isinstance(record, dict):
+                        continue
+                    if batch and (record.type != batch[0].type or record.tenant_id != batch[0].tenant_id):
+                        reembedded += await _write(runtime, conn, batch, counts)
+                        batch = []
+                    batch.append(record)
+                    if len(batch) >= IMPORT_BATCH:
+                        reembedded += await _write(runtime, conn, batch, counts)
+                        batch = []
+                    bar.update()
+                reembedded += await _write(runtime, conn, batch, counts)
+    finally:
+        await owner.dispose()
+    return {"rows": counts, "reembedded": reembedded, "from_model": embedding["model"], "model": runtime.embedder.name}
+
+
+IMPORT_BATCH = 500
+
+
+def check_dump(path: Path) -> tuple[dict[str, Any], int]:
+    """Read the whole dump once: its header and its number of records, or a ``DumpError`` naming a line."""
+    with path.open(encoding="utf-8") as lines:
+        records = dump.read(lines)
+        first = next(records)
+        return first, 1 + sum(1 for _ in records)
+
+
+async def _write(runtime: Runtime, conn, batch: list[dump.Record], counts: dict[str, int]) -> int:
+    """Insert one batch of one type and tenant; returns how many memories were embedded again."""
+    if not batch:
+        return 0
+    kind, tenant_id = batch[0].type, batch[0].tenant_id
+    await tenancy.ensure_tenant(conn, tenant_id)
+    await scope.enter(conn, tenant_id)
+    rows = [record.values for record in batch]
+    stale = []
+    if kind == "memory":
+        dimensions = runtime.settings.embedding_dimensions
+        stale = [
+            row
+            for record, row in zip(batch, rows, strict=True)
+            if record.embedding_model != runtime.embedder.name or len(row["embedding"]) != dimensions
+        ]
+        if stale:
+            vectors = await runtime.embedder.embed([reembedding_text(row) for row in stale])
+            for row, vector in zip(stale, vectors, strict=True):
+                row["embedding"] = vector
+    counts[kind] += await repository.insert_rows(conn, dump.TABLES[kind], rows)
+    return len(stale)
+
+
+def reembedding_text(memory: dict[str, Any]) -> str:
+    """What a memory is embedded from when its vector has to be made again: its title and content (the
+    neighbouring turns formation adds to an event-log entry's text are not kept)."""
+    return "\n".join(part for part in (memory.get("title"), memory["content"]) if part)
