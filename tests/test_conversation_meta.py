@@ -68,3 +68,16 @@ def test_any_scene_string_and_naive_created_at(client: TestClient) -> None:
     result = client.post(META, json=payload).json()["result"]
     assert result["created_at"] == "2025-01-15T10:00:00+00:00"
     assert client.get(META, params={"group_id": "g2"}).json()["result"]["scene"] == "assistant"
+
+
+def test_scene_desc_may_be_an_object_as_upstream_demos_send_it(client: TestClient) -> None:
+    scene_desc = {"description": "Project team discussion", "extra": {"channel": "#release"}}
+    response = client.post(META, json={**SEED_EXAMPLE, "scene_desc": scene_desc})
+    assert response.status_code == 200, response.text
+    assert client.get(META, params={"group_id": "group_123"}).json()["result"]["scene_desc"] == scene_desc
+    client.post(META, json=SEED_EXAMPLE)  # and a string stays a string
+    assert (
+        client.get(META, params={"group_id": "group_123"}).json()["result"]["scene_desc"] == "Project team discussion"
+    )
+    response = client.post(META, json={**SEED_EXAMPLE, "scene_desc": ["a", "list"]})
+    assert response.status_code == 400 and "scene_desc" in response.json()["message"]

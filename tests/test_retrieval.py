@@ -48,6 +48,7 @@ def test_defaults_and_response_shape(client, corpus):
         "memcell_id", "source_message_ids", "valid_from", "valid_to",
     }  # fmt: skip
     assert expected_keys <= set(top)
+    assert top["episode"] == top["content"] and top["subject"] == top["title"]  # upstream's names
     scores = [m["score"] for m in result["memories"]]
     assert scores == sorted(scores, reverse=True)
     assert all(0 <= s <= 1 for s in scores)

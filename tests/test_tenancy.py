@@ -20,7 +20,7 @@ RETRIEVE = "/api/v3/agentic/retrieve_lightweight"
 AGENTIC = "/api/v3/agentic/retrieve_agentic"
 MEMORIES = "/api/v3/agentic/memories"
 META_COLUMNS = "group_id, version, scene, scene_desc, name, description, default_timezone, user_details, created_at"
-META_VALUES = "'g', '1', 's', 'd', 'n', 'd', 'UTC', '{}', now()"
+META_VALUES = "'g', '1', 's', '\"d\"', 'n', 'd', 'UTC', '{}', now()"
 ALL_TIME = {"time_range_days": 36500}  # the seed's conversation is from January 2025
 
 

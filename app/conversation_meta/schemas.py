@@ -21,7 +21,7 @@ class UserDetail(BaseModel):
 class ConversationMetaRequest(BaseModel):
     version: Identifier = Field(min_length=1)
     scene: Identifier = Field(min_length=1, description="Any non-empty scene: group_chat, assistant, companion, ...")
-    scene_desc: Text
+    scene_desc: Text | dict[str, Any] = Field(description="A description, or an object (upstream's demos send one)")
     name: Identifier = Field(min_length=1)
     description: Text
     group_id: Identifier = Field(min_length=1)
@@ -56,7 +56,7 @@ class ConversationMeta(BaseModel):
     group_id: str
     version: str
     scene: str
-    scene_desc: str
+    scene_desc: str | dict[str, Any]
     name: str
     description: str
     default_timezone: str

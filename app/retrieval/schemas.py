@@ -80,6 +80,8 @@ class RetrievedMemory(BaseModel):
     source_message_ids: list[str]
     valid_from: str | None = None
     valid_to: str | None = None
+    subject: str | None = Field(default=None, description="Episodes: the title (upstream's name for it)")
+    episode: str | None = Field(default=None, description="Episodes: the episode's text (upstream's name for it)")
     profile: dict[str, Any] | None = Field(default=None, description="data_source=profile only: the profile JSON")
     weight: float | None = Field(default=None, description="time_aware only: the time factor; order is score * weight")
     explain: dict[str, Any] | None = Field(default=None, description="explain=true only: why it was recalled")

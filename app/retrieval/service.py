@@ -267,6 +267,8 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
         "valid_from": row["valid_from"].isoformat() if row["valid_from"] else None,
         "valid_to": row["valid_to"].isoformat() if row["valid_to"] else None,
         "metadata": row["metadata"],
+        # Upstream's names of an episode's parts (EverMemOS clients read them): its title and its text.
+        **({"subject": row["title"], "episode": row["content"]} if row["memory_type"] == "episode" else {}),
         "cosine": row["cosine"],
         "bm25": row["bm25"],
         "vector_rank": row["vector_rank"],
