@@ -22,6 +22,31 @@ async def save(conn: AsyncConnection, request: ConversationMetaRequest) -> Conve
     return ConversationMetaSaved(**_rendered(row, ConversationMetaSaved.model_fields))
 
 
+DEFAULTS: dict[str, Any] = {
+    "version": "1.0",
+    "scene": "group_chat",
+    "scene_desc": "",
+    "description": "",
+    "default_timezone": "UTC",
+    "user_details": {},
+    "tags": [],
+}
+"""What a record made by a partial save (the EverMemOS routes) has where the caller said nothing."""
+
+
+async def save_partial(conn: AsyncConnection, group_id: str, changes: dict[str, Any]) -> ConversationMeta:
+    """Create or update ``group_id``'s record with only the fields given; a new record takes ``DEFAULTS``,
+    its group id as name and now as ``created_at``. The fields are checked as a full save checks them."""
+    current = await repository.get(conn, group_id)
+    if current is None:
+        record: dict[str, Any] = {**DEFAULTS, "name": group_id, "created_at": datetime.now(UTC)}
+    else:
+        record = {key: current[key] for key in ConversationMetaRequest.model_fields if key in current}
+    record.update({key: value for key, value in changes.items() if value is not None}, group_id=group_id)
+    await save(conn, ConversationMetaRequest(**record))
+    return await get(conn, group_id)
+
+
 async def get(conn: AsyncConnection, group_id: str) -> ConversationMeta:
     row = await repository.get(conn, group_id)
     if row is None:

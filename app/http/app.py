@@ -17,6 +17,8 @@ from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from app.agent.endpoints import AgentController
 from app.agentic.endpoints import AgenticController
 from app.context.endpoints import ContextController
+from app.compat.v0 import V0Controller
+from app.compat.v1 import V1Controller
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.forget.endpoints import ForgetController
 from app.formation import tasks
@@ -83,6 +85,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             MemoriesController,
             ForgetController,
             ExportController,
+            V0Controller,
+            V1Controller,
             mcp_endpoint,
         ],
         lifespan=[lifespan],

@@ -8,7 +8,7 @@ from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import delete, func, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import memories
@@ -115,17 +115,71 @@ async def page(
     limit: int,
 ) -> list[dict[str, Any]]:
     """Newest first by (timestamp, id); ``after`` is the last row of the previous page (keyset pagination)."""
-    statement = select(*RETURNED, memories.c.created_at).order_by(memories.c.timestamp.desc(), memories.c.id.desc())
+    conditions = _listed(user_id, [group_id] if group_id is not None else None, memory_type, start_time, end_time)
+    if after is not None:
+        conditions.append(tuple_(memories.c.timestamp, memories.c.id) < tuple_(*after))
+    statement = (
+        select(*RETURNED, memories.c.created_at)
+        .where(*conditions)
+        .order_by(memories.c.timestamp.desc(), memories.c.id.desc())
+        .limit(limit)
+    )
+    return [to_api(dict(row)) for row in (await conn.execute(statement)).mappings()]
+
+
+async def numbered_page(
+    conn: AsyncConnection,
+    *,
+    user_id: str | None,
+    group_ids: list[str] | None,
+    memory_type: str,
+    start_time: datetime | None,
+    end_time: datetime | None,
+    offset: int,
+    limit: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """Page ``offset // limit + 1`` newest first, and how many match in all (the EverMemOS routes' paging)."""
+    conditions = _listed(user_id, group_ids, memory_type, start_time, end_time)
+    total = (await conn.execute(select(func.count()).select_from(memories).where(*conditions))).scalar_one()
+    statement = (
+        select(*RETURNED, memories.c.created_at)
+        .where(*conditions)
+        .order_by(memories.c.timestamp.desc(), memories.c.id.desc())
+        .offset(offset)
+        .limit(limit)
+    )
+    return [to_api(dict(row)) for row in (await conn.execute(statement)).mappings()], total
+
+
+def _listed(
+    user_id: str | None,
+    group_ids: list[str] | None,
+    memory_type: str | None,
+    start_time: datetime | None,
+    end_time: datetime | None,
+) -> list:
     conditions = [
         memories.c.user_id == user_id if user_id is not None else None,
-        memories.c.group_id == group_id if group_id is not None else None,
+        memories.c.group_id.in_(group_ids) if group_ids is not None else None,
         memories.c.memory_type == memory_type if memory_type is not None else None,
         memories.c.timestamp >= start_time if start_time is not None else None,
         memories.c.timestamp < end_time if end_time is not None else None,
-        tuple_(memories.c.timestamp, memories.c.id) < tuple_(*after) if after is not None else None,
     ]
-    statement = statement.where(*(c for c in conditions if c is not None)).limit(limit)
-    return [to_api(dict(row)) for row in (await conn.execute(statement)).mappings()]
+    return [condition for condition in conditions if condition is not None]
+
+
+async def delete_matching(
+    conn: AsyncConnection, *, memory_id: UUID | None, user_id: str | None, group_id: str | None
+) -> int:
+    """Delete the memories matching every filter given: ``memory_id`` names a memory or the MemCell it came
+    from (upstream's clients delete by either). Messages stay; the BM25 statistics follow by trigger."""
+    conditions = _listed(user_id, [group_id] if group_id is not None else None, None, None, None)
+    if memory_id is not None:
+        conditions.append(or_(memories.c.id == memory_id, memories.c.memcell_id == memory_id))
+    if not conditions:
+        raise ValueError("delete_matching needs at least one filter")
+    result = await conn.execute(delete(memories).where(*conditions).returning(memories.c.id))
+    return len(result.fetchall())
 
 
 async def count_by_type(conn: AsyncConnection) -> dict[str, int]:

@@ -1,0 +1,1 @@
+"""EverMemOS-compatible routes (v0 and v1): adapters over memsys's services."""

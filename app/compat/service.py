@@ -1,0 +1,336 @@
+"""What the EverMemOS-compatible routes (app.compat.v0, app.compat.v1) do, on memsys's own services.
+
+Thin translation both ways: upstream's names in (memory types, retrieve methods, the v1 filter language,
+millisecond timestamps, ``space::`` group ids are just ids), memsys's services in the middle, and upstream's
+item shapes out (``episode_id``, ``subject``, ``episode``, ``atomic_fact``, ``profile_data`` ...).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from app.errors import InvalidParameter, NotFound
+from app.formation.streams import Stream
+from app.memories import repository as memories
+from app.memorize import repository as messages
+from app.memorize import service as memorize
+from app.memorize.schemas import FlushRequest, MemorizeRequest, MemorizeResult
+from app.retrieval import service as retrieval
+from app.retrieval.repository import SearchFilters
+from app.runtime import Runtime
+from app.text.timeparse import EARLIEST, parse_iso_datetime
+
+MEMORY_TYPES = {"episodic_memory": "episode", "event_log": "event_log", "foresight": "semantic_memory"}
+"""Upstream's memory types → memsys's (``profile`` is answered from the profiles)."""
+UPSTREAM_TYPES = {memsys: upstream for upstream, memsys in MEMORY_TYPES.items()}
+METHODS = {"keyword": "bm25", "vector": "embedding", "hybrid": "rrf", "rrf": "rrf", "agentic": "rrf"}
+"""Upstream's retrieve methods → memsys's modes. ``agentic`` runs the hybrid search: the agentic path needs an
+LLM configuration these clients do not send (memsys's own /retrieve_agentic takes one)."""
+MAX_TOP_K = 100
+
+
+@dataclass
+class Scope:
+    """What an upstream request filters on."""
+
+    user_id: str | None = None
+    group_ids: list[str] | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- in: times, messages, filters ------------------------------------------------------------------------
+
+
+def moment(value: Any, name: str) -> datetime:
+    """Unix milliseconds (v1) or ISO 8601 (v0) → an aware datetime."""
+    if isinstance(value, bool):
+        raise InvalidParameter(f"Invalid field {name}: a time in unix milliseconds or ISO 8601")
+    if isinstance(value, int | float):
+        try:
+            return datetime.fromtimestamp(value / 1000, UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InvalidParameter(f"Invalid field {name}: {value} is not a time in unix milliseconds") from exc
+    try:
+        return parse_iso_datetime(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameter(f"Invalid field {name}: a time in unix milliseconds or ISO 8601") from exc
+
+
+def text_of(content: Any, name: str) -> str:
+    """A message's content: a string, or a list of parts whose ``text`` parts are joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [part.get("text") for part in content if isinstance(part, dict) and part.get("type", "text") == "text"]
+        if all(isinstance(part, str) for part in parts) and parts:
+            return "\n".join(parts)
+    raise InvalidParameter(f"Invalid field {name}: a string, or a list of {{type: text, text}} parts")
+
+
+def message_id_for(group_id: str | None, sender: str, when: datetime, content: str) -> str:
+    """A message id for a message sent without one: the same message sent again gets the same id, so a
+    client's retry stores it once."""
+    digest = hashlib.sha256(json.dumps([group_id, sender, when.isoformat(), content]).encode()).hexdigest()
+    return f"msg_{digest[:24]}"
+
+
+def scope_of(filters: Any) -> Scope:
+    """The v1 filter language: ``{"user_id": u}``, ``{"group_id": g}`` or ``{"group_id": {"in": [...]}}``,
+    ``{"timestamp": {"gte"|"gt"|"lte"|"lt": ms}}``, and ``{"AND": [...]}`` of those. ``OR`` is refused."""
+    scope = Scope()
+    _merge(scope, filters if filters is not None else {}, "filters")
+    return scope
+
+
+def _merge(scope: Scope, filters: Any, path: str) -> None:
+    if not isinstance(filters, dict):
+        raise InvalidParameter(f"Invalid field {path}: an object")
+    for key, value in filters.items():
+        where = f"{path}.{key}"
+        if key == "AND":
+            if not isinstance(value, list):
+                raise InvalidParameter(f"Invalid field {where}: a list of filters")
+            for number, part in enumerate(value):
+                _merge(scope, part, f"{where}[{number}]")
+        elif key in ("user_id", "sender_id"):
+            values = _values(value, where)
+            if len(values) != 1:
+                raise InvalidParameter(f"Invalid field {where}: one user")
+            scope.user_id = values[0]
+        elif key in ("group_id", "session_id"):
+            scope.group_ids = _values(value, where)
+        elif key == "timestamp":
+            if not isinstance(value, dict) or not value or set(value) - {"gt", "gte", "lt", "lte", "eq"}:
+                raise InvalidParameter(f"Invalid field {where}: an object of gt, gte, lt, lte")
+            for operator, bound in value.items():
+                when = moment(bound, f"{where}.{operator}")
+                if operator in ("gt", "gte", "eq"):
+                    scope.start = when
+                if operator in ("lt", "lte", "eq"):
+                    scope.end = when
+        else:
+            raise InvalidParameter(
+                f"Invalid field {where}: memsys filters on user_id, group_id, session_id, sender_id and timestamp "
+                "(joined by AND)"
+            )
+
+
+def _values(value: Any, where: str) -> list[str]:
+    if isinstance(value, str) and value.strip():
+        return [value]
+    if isinstance(value, dict) and len(value) == 1:
+        (operator, operand), *_ = value.items()
+        if operator == "eq":
+            return _values(operand, where)
+        if operator == "in" and isinstance(operand, list) and operand and all(isinstance(v, str) for v in operand):
+            return list(operand)
+    raise InvalidParameter(f'Invalid field {where}: an id, {{"eq": id}} or {{"in": [ids]}}')
+
+
+def needs_scope(scope: Scope) -> None:
+    if not scope.user_id and not scope.group_ids:
+        raise InvalidParameter("Missing required field: user_id or group_id (in filters, or user_id / group_ids)")
+
+
+# ---- the services ------------------------------------------------------------------------------------------
+
+
+async def add(runtime: Runtime, request: MemorizeRequest) -> MemorizeResult:
+    _, result = await memorize.memorize(runtime, request)
+    return result
+
+
+async def flush(runtime: Runtime, group_id: str | None, sender: str | None) -> tuple[str, MemorizeResult]:
+    return await memorize.flush(runtime, FlushRequest(group_id=group_id, sender=sender))
+
+
+def task_id(group_id: str | None, sender: str, message_id: str) -> str:
+    """An opaque id of an add: the stream and its last message, whose state ``task_status`` reads."""
+    stream = Stream.of(group_id, sender)
+    raw = json.dumps([stream.kind, stream.id, message_id], ensure_ascii=False).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+async def task_status(runtime: Runtime, task: str) -> str:
+    """``success`` once the add's last message is formed, ``processing`` before; NotFound for another id."""
+    try:
+        kind, stream_id, message_id = json.loads(base64.urlsafe_b64decode(task + "=" * (-len(task) % 4)))
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise NotFound(f"No task {task!r}") from exc
+    async with runtime.engine.connect() as conn:
+        status = await messages.message_status(conn, str(kind), str(stream_id), str(message_id))
+    if status is None:
+        raise NotFound(f"No task {task!r}")
+    return "success" if status == "processed" else "processing"
+
+
+async def search(
+    runtime: Runtime, *, query: str, scope: Scope, method: str, memory_types: list[str], top_k: int,
+    radius: float | None = None,
+) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+    """Memories and profiles for an upstream search: one hybrid search per memory type and group (the
+    groups' results merged by score), profiles of the user (or of the groups' members, without a user)."""
+    needs_scope(scope)
+    retrieval.check_query_length(query, runtime.settings)
+    mode = _method(method)
+    top_k = MAX_TOP_K if top_k == -1 else top_k
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidParameter(f"Invalid field top_k: -1 or 1 to {MAX_TOP_K}")
+    found: dict[str, list[dict[str, Any]]] = {"memories": [], "profiles": []}
+    for memory_type in memory_types:
+        if memory_type == "profile":
+            found["profiles"] = await profiles(runtime, scope)
+            continue
+        if memory_type not in MEMORY_TYPES:
+            continue  # raw_message, agent_memory: memsys keeps none
+        hits: list[dict[str, Any]] = []
+        for group_id in scope.group_ids or [None]:
+            filters = SearchFilters(
+                memory_type=MEMORY_TYPES[memory_type],
+                time_from=scope.start or EARLIEST,
+                time_to=scope.end or datetime.now(UTC),
+                user_id=scope.user_id,
+                group_id=group_id,
+            )
+            result = await retrieval.search(
+                runtime, query=query, filters=filters, top_k=top_k, mode=mode, radius=radius
+            )
+            hits.extend(result.memories)
+        hits.sort(key=lambda memory: -memory["score"])
+        found["memories"].extend(upstream_memory(memory) for memory in hits[:top_k])
+    return found
+
+
+async def fetch(
+    runtime: Runtime, *, scope: Scope, memory_type: str, page: int, page_size: int
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of a memory type, newest first, and the total."""
+    needs_scope(scope)
+    if page < 1 or not 1 <= page_size <= MAX_TOP_K:
+        raise InvalidParameter(f"Invalid field page / page_size: page from 1, page_size 1 to {MAX_TOP_K}")
+    if memory_type == "profile":
+        found = await profiles(runtime, scope)
+        return found[(page - 1) * page_size : page * page_size], len(found)
+    if memory_type not in MEMORY_TYPES:
+        if memory_type in ("agent_case", "agent_skill"):
+            return [], 0
+        raise InvalidParameter(f"Invalid field memory_type: one of {', '.join([*MEMORY_TYPES, 'profile'])}")
+    async with runtime.engine.connect() as conn:
+        rows, total = await memories.numbered_page(
+            conn,
+            user_id=scope.user_id,
+            group_ids=scope.group_ids,
+            memory_type=MEMORY_TYPES[memory_type],
+            start_time=scope.start,
+            end_time=scope.end,
+            offset=(page - 1) * page_size,
+            limit=page_size,
+        )
+    return [upstream_memory(row) for row in rows], total
+
+
+async def profiles(runtime: Runtime, scope: Scope) -> list[dict[str, Any]]:
+    """The latest profiles of the scope's user (in its groups, or all), upstream-shaped."""
+    if not scope.user_id:
+        return []
+    found = []
+    for group_id in scope.group_ids or [None]:
+        found.extend(await retrieval.profile(runtime, scope.user_id, group_id))
+    return [upstream_profile(profile) for profile in found]
+
+
+async def delete(runtime: Runtime, *, memory_id: str | None, user_id: str | None, group_id: str | None) -> int:
+    if not (memory_id or user_id or group_id):
+        raise InvalidParameter("Missing required field: memory_id, user_id or group_id")
+    try:
+        uuid = UUID(memory_id) if memory_id else None
+    except ValueError:
+        return 0  # not an id memsys gave: nothing matches
+    async with runtime.engine.begin() as conn:
+        return await memories.delete_matching(conn, memory_id=uuid, user_id=user_id, group_id=group_id)
+
+
+def _method(method: str) -> str:
+    if method not in METHODS:
+        raise InvalidParameter(f"Invalid field method: one of {', '.join(METHODS)}")
+    return METHODS[method]
+
+
+# ---- out: upstream's item shapes -----------------------------------------------------------------------------
+
+
+def upstream_memory(memory: dict[str, Any]) -> dict[str, Any]:
+    """A memsys memory (as the v3 API shows it) in upstream's shape for its type."""
+    kind = memory["memory_type"]
+    item: dict[str, Any] = {
+        "id": memory["id"],
+        "memory_type": UPSTREAM_TYPES[kind],
+        "user_id": memory["user_id"],
+        "group_id": memory["group_id"],
+        "timestamp": memory["timestamp"],
+        "parent_type": "memcell",
+        "parent_id": memory["memcell_id"],
+        "ori_event_id_list": memory["source_message_ids"],
+        "content": memory["content"],
+    }
+    if memory.get("score") is not None:
+        item["score"] = memory["score"]
+    if kind == "episode":
+        item.update(
+            episode_id=memory["id"],
+            subject=memory.get("title"),
+            summary=memory.get("summary") or memory["content"],
+            episode=memory["content"],
+            type="Conversation",
+        )
+    elif kind == "event_log":
+        item.update(atomic_fact=memory["content"], summary=memory["content"])
+    else:
+        item.update(
+            foresight=memory["content"],
+            summary=memory["content"],
+            start_time=memory.get("valid_from"),
+            end_time=memory.get("valid_to"),
+        )
+    return item
+
+
+def upstream_profile(profile: dict[str, Any]) -> dict[str, Any]:
+    """A memsys profile (``retrieval.service.profile``'s item) as upstream's profile row; ``summary`` and
+    ``description`` say it in one line, since the clients show a profile by those."""
+    data = profile["profile"]
+    line = "; ".join(
+        f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}"
+        for key, value in data.items()
+        if key not in ("keyword_counts", "derived", "user_id") and value not in (None, "", []) and _plain(value)
+    )
+    return {
+        "id": profile["id"],
+        "memory_type": "profile",
+        "item_type": "profile",
+        "user_id": profile["user_id"],
+        "group_id": profile["group_id"],
+        "timestamp": profile["timestamp"],
+        "profile_data": {**data, "summary": line},
+        "summary": line,
+        "description": line,
+        "score": profile["score"],
+        "parent_type": "memcell",
+        "parent_id": profile["memcell_id"],
+    }
+
+
+def _plain(value: Any) -> bool:
+    """A value one line can show: a string, a number, or a list of them."""
+    if isinstance(value, list):
+        return all(isinstance(item, str | int | float) for item in value)
+    return isinstance(value, str | int | float)
