@@ -92,6 +92,17 @@ def client(settings: Settings, database_url: str) -> Iterator[TestClient]:
         yield client
 
 
+def process_env(database_url: str) -> dict[str, str]:
+    """The environment of a memsys process (serve, worker, mcp, export, import) on the test database, with no
+    server LLM: formation runs offline."""
+    return {
+        "MEMSYS_DATABASE_URL": database_url,
+        "MEMSYS_MIGRATE_ON_START": "false",
+        "MEMSYS_LOG_LEVEL": "WARNING",
+        "MEMSYS_LLM_API_KEY": "",
+    }
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -16,6 +16,7 @@ import pytest
 from evermemos import AuthenticationError, EverMemOS
 from mcp import Client, StdioServerParameters
 
+from tests.conftest import process_env
 from tests.tenancy_support import create_key
 
 MCP_VENV = Path(os.environ.get("MEMSYS_TEST_CACHE", Path.home() / ".cache" / "memsys-tests")) / "evermemos-mcp-0.5.7"
@@ -37,10 +38,7 @@ def evermemos_mcp() -> Path:
 @pytest.fixture
 def served(database_url: str, server_process_factory):
     key = create_key(database_url, "acme")
-    server = server_process_factory(
-        {"MEMSYS_DATABASE_URL": database_url, "MEMSYS_MIGRATE_ON_START": "false", "MEMSYS_LOG_LEVEL": "WARNING",
-         "MEMSYS_LLM_API_KEY": ""}
-    )  # fmt: skip
+    server = server_process_factory(process_env(database_url))
     server.start()
     return server, key
 

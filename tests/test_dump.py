@@ -15,7 +15,7 @@ from litestar.testing import TestClient
 
 from app.http.app import create_app
 from app.settings import Settings
-from tests.conftest import recreate_database
+from tests.conftest import process_env, recreate_database
 from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, conversation, message
 from tests.tenancy_support import bearer, create_key
 
@@ -29,7 +29,7 @@ QUERIES = [
 
 
 def memsys(database_url: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MEMSYS_DATABASE_URL": database_url, "MEMSYS_LOG_LEVEL": "WARNING", "MEMSYS_LLM_API_KEY": ""}
+    env = {**os.environ, **process_env(database_url), "MEMSYS_MIGRATE_ON_START": "true"}
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
     )

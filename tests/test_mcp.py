@@ -14,6 +14,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from tests.conftest import process_env
 from tests.tenancy_support import bearer, create_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,14 +68,7 @@ async def _round_trip(client: Client, group: str) -> None:
 
 
 def test_memsys_mcp_over_stdio(database_url: str) -> None:
-    env = {
-        **os.environ,
-        "MEMSYS_DATABASE_URL": database_url,
-        "MEMSYS_MIGRATE_ON_START": "false",
-        "MEMSYS_LOG_LEVEL": "WARNING",
-        "MEMSYS_LLM_API_KEY": "",
-        "MEMSYS_WORKERS": "1",
-    }
+    env = {**os.environ, **process_env(database_url), "MEMSYS_WORKERS": "1"}
     params = StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp"], env=env, cwd=str(ROOT))
 
     async def run() -> None:
@@ -86,10 +80,7 @@ def test_memsys_mcp_over_stdio(database_url: str) -> None:
 
 def test_mcp_over_streamable_http_behind_keys(database_url: str, server_process_factory) -> None:
     key = create_key(database_url, "acme")
-    server = server_process_factory(
-        {"MEMSYS_DATABASE_URL": database_url, "MEMSYS_MIGRATE_ON_START": "false", "MEMSYS_LOG_LEVEL": "WARNING",
-         "MEMSYS_LLM_API_KEY": ""}
-    )  # fmt: skip
+    server = server_process_factory(process_env(database_url))
     server.start()
     url = server.base_url + "/mcp"
 

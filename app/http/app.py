@@ -16,9 +16,9 @@ from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 
 from app.agent.endpoints import AgentController
 from app.agentic.endpoints import AgenticController
-from app.context.endpoints import ContextController
 from app.compat.v0 import V0Controller
 from app.compat.v1 import V1Controller
+from app.context.endpoints import ContextController
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.forget.endpoints import ForgetController
 from app.formation import tasks
@@ -27,6 +27,8 @@ from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health
 from app.http.json_body import MemsysRequest
 from app.http.metrics import metrics
+from app.inspect.endpoints import InspectorController
+from app.inspect.rendering import template_config
 from app.mcp.http import build_http, mcp_endpoint
 from app.memories.endpoints import MemoriesController
 from app.memorize.endpoints import MemorizeController
@@ -87,6 +89,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             ExportController,
             V0Controller,
             V1Controller,
+            InspectorController,
             mcp_endpoint,
         ],
         lifespan=[lifespan],
@@ -95,6 +98,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=MemsysRequest,
         request_max_body_size=settings.max_body_bytes,
+        template_config=template_config(),
         openapi_config=OpenAPIConfig(
             title="memsys",
             version="0.1.0",

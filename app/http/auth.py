@@ -4,6 +4,7 @@ Public routes (``/health`` and the API docs) are marked ``opt={"public": True}``
 The tenant of a valid key is remembered for ``MEMSYS_KEY_CACHE_SECONDS`` (a revoked key keeps working for
 at most that long); 0 looks every request's key up in the database. Refusals and anonymous access are never
 remembered: a key created for an anonymous server closes it at once, and random keys cannot fill the cache.
+Under /inspect the key may also come in the inspector's login cookie (app.inspect.endpoints).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from app.runtime import Runtime
 from app.tenancy import service as keys
 
 DOCS_PATHS = ("/docs",)  # the OpenAPI document and its two renderings (app.http.app)
+INSPECTOR_PATH = "/inspect"  # the web inspector (app.inspect), where the key may come in a cookie
+INSPECTOR_KEY_COOKIE = "memsys_key"
 _CACHE_LIMIT = 10_000
 
 
@@ -42,8 +45,15 @@ class KeyCache:
 
 
 def bearer_token(connection: ASGIConnection) -> str | None:
+    """The key of ``Authorization: Bearer``; under /inspect, without that header, the login form's cookie
+    (a browser navigating cannot send a header)."""
     scheme, _, token = connection.headers.get("authorization", "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+    if scheme.lower() == "bearer":
+        return token.strip() or None
+    path = connection.url.path
+    if path == INSPECTOR_PATH or path.startswith(INSPECTOR_PATH + "/"):
+        return connection.cookies.get(INSPECTOR_KEY_COOKIE) or None
+    return None
 
 
 async def authenticate(connection: ASGIConnection, handler: BaseRouteHandler) -> None:

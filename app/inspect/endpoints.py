@@ -1,0 +1,132 @@
+"""The inspector's pages (GET /inspect…): server-rendered HTML, no JavaScript, behind the API keys.
+
+A browser cannot send ``Authorization``, so the login form puts the key in an HttpOnly, SameSite=Strict
+cookie sent only to /inspect pages (app.http.auth accepts it there). A page asked for without a valid key
+redirects to the form; every other route keeps its JSON 401. Not in the OpenAPI document: pages for people.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, get_args
+
+from litestar import Controller, Request, get, post
+from litestar.datastructures import Cookie
+from litestar.di import NamedDependency, Provide
+from litestar.params import FromPath, FromQuery, URLEncodedBody
+from litestar.response import Redirect, Response, Template
+from pydantic import ValidationError
+
+from app.errors import MemsysError, Unauthorized
+from app.http.auth import INSPECTOR_KEY_COOKIE, INSPECTOR_PATH, bearer_token
+from app.http.dependencies import provide_runtime
+from app.http.errors import describe_validation_error
+from app.inspect import service
+from app.inspect.schemas import LoginForm
+from app.retrieval.schemas import DataSource, RetrievalMode
+from app.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+LOGIN_PATH = f"{INSPECTOR_PATH}/login"
+
+
+def page(request: Request, template: str, *, status_code: int = 200, **context: Any) -> Template:
+    """A page in the layout: the tenant, whether a key opened it, and the search box (prefilled)."""
+    search = {"q": "", "group_id": "", "user_id": "", "data_source": "episode", "mode": "rrf"}
+    search.update(context.pop("search", {}))
+    return Template(
+        template_name=template,
+        status_code=status_code,
+        context={
+            "tenant": request.state.get("tenant"),
+            # The guard let a request without any key through: anonymous access (no key exists).
+            "anonymous": bearer_token(request) is None,
+            "signed_in": INSPECTOR_KEY_COOKIE in request.cookies,
+            "search": search,
+            "data_sources": get_args(DataSource),
+            "modes": get_args(RetrievalMode),
+            **context,
+        },
+    )
+
+
+def _forget_key(response: Response) -> Response:
+    response.delete_cookie(INSPECTOR_KEY_COOKIE, path=INSPECTOR_PATH)
+    return response
+
+
+def _to_login(request: Request, exc: Unauthorized) -> Response:
+    """No valid key for a page: to the login form, dropping a cookie whose key no longer works."""
+    return _forget_key(Redirect(LOGIN_PATH, status_code=303))
+
+
+def _error_page(request: Request, exc: MemsysError | ValidationError) -> Response:
+    if isinstance(exc, ValidationError):
+        status_code, message = 400, describe_validation_error(exc)
+    else:
+        status_code, message = exc.status_code, str(exc)
+    if status_code >= 500:
+        log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
+    return page(request, "error.html", status_code=status_code, message=message)
+
+
+class InspectorController(Controller):
+    path = INSPECTOR_PATH
+    include_in_schema = False
+    dependencies = {"runtime": Provide(provide_runtime)}
+    exception_handlers = {Unauthorized: _to_login, MemsysError: _error_page, ValidationError: _error_page}
+
+    @get("", operation_id="inspectOverview")
+    async def overview(self, request: Request, runtime: NamedDependency[Runtime]) -> Template:
+        return page(request, "overview.html", **await service.overview(runtime))
+
+    @get("/groups/{group_id:str}", operation_id="inspectGroup")
+    async def group(self, request: Request, runtime: NamedDependency[Runtime], group_id: FromPath[str]) -> Template:
+        return page(request, "group.html", search={"group_id": group_id}, **await service.group(runtime, group_id))
+
+    @get("/search", operation_id="inspectSearch")
+    async def search(
+        self,
+        request: Request,
+        runtime: NamedDependency[Runtime],
+        q: FromQuery[str] = "",
+        group_id: FromQuery[str] = "",
+        user_id: FromQuery[str] = "",
+        data_source: FromQuery[str] = "episode",
+        mode: FromQuery[str] = "rrf",
+    ) -> Template:
+        form = {"q": q, "group_id": group_id, "user_id": user_id, "data_source": data_source, "mode": mode}
+        result = await service.search(
+            runtime, query=q, group_id=group_id, user_id=user_id, data_source=data_source, mode=mode
+        )
+        return page(request, "search.html", search=form, result=result)
+
+    @get("/login", operation_id="inspectLoginForm", opt={"public": True})
+    async def login_form(self, request: Request) -> Template:
+        return page(request, "login.html", error=None)
+
+    @post("/login", operation_id="inspectLogin", opt={"public": True}, status_code=303)
+    async def login(self, request: Request, data: URLEncodedBody[LoginForm]) -> Response:
+        """A valid key goes into the cookie; the overview follows. A wrong one: the form again, with a 401."""
+        try:
+            tenant = await service.key_tenant(request.app.state.runtime, data.key)
+        except Unauthorized as exc:
+            return page(request, "login.html", status_code=401, error=str(exc))
+        redirect = Redirect(INSPECTOR_PATH, status_code=303)
+        if tenant is not None:
+            redirect.set_cookie(
+                Cookie(
+                    key=INSPECTOR_KEY_COOKIE,
+                    value=data.key.strip(),
+                    path=INSPECTOR_PATH,
+                    httponly=True,
+                    samesite="strict",
+                    secure=request.url.scheme == "https",
+                )
+            )
+        return redirect
+
+    @get("/logout", operation_id="inspectLogout", opt={"public": True})
+    async def logout(self) -> Redirect:
+        return _forget_key(Redirect(LOGIN_PATH, status_code=303))
