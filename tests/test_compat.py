@@ -77,6 +77,8 @@ def test_the_evermemos_sdk_round_trip_on_v0(served, database_url: str) -> None:
 
     status = client.v0.status.request.get(request_id=added.request_id)
     assert status.success is True and status.found is True and status.data["status"] == "success"
+    unknown = client.v0.status.request.get(request_id="req_unknown")
+    assert unknown.success is True and unknown.found is False and unknown.data is None
 
     found = client.v0.memories.search(
         extra_query={

@@ -13,7 +13,7 @@ from litestar.params import JSONBody
 from app.compat import service
 from app.compat.schemas import V0Add, V0ConversationMeta, V0Delete, V0Fetch, V0Search
 from app.conversation_meta import service as conversation_meta
-from app.errors import InvalidParameter
+from app.errors import InvalidParameter, NotFound
 from app.http.dependencies import provide_runtime
 from app.memorize.schemas import MemorizeRequest
 from app.runtime import Runtime
@@ -116,7 +116,7 @@ class V0Controller(Controller):
             raise InvalidParameter("Missing required field: request_id")
         try:
             status = await service.task_status(runtime, check_identifier("request_id", request_id))
-        except Exception:  # noqa: BLE001  an id memsys did not give: upstream answers found=false, no error
+        except NotFound:  # an id memsys did not give: upstream answers found=false, not an error
             return {"success": True, "found": False, "data": None, "message": f"No request {request_id}"}
         return {"success": True, "found": True, "data": {"request_id": request_id, "status": status}, "message": None}
 
