@@ -159,16 +159,16 @@ def _import(settings: Settings, path: str) -> int:
     from app.transfer import service
     from app.transfer.dump import DumpError
 
-    async def run() -> dict:
+    async def run(checked: tuple[dict, int]) -> dict:
         runtime = build_runtime(settings)
         try:
-            return await service.import_dump(runtime, Path(path))
+            return await service.import_dump(runtime, Path(path), checked)
         finally:
             await runtime.close()
 
     try:
-        service.check_dump(Path(path))  # before the database and the model: a bad dump fails at once
-        result = asyncio.run(run())
+        checked = service.check_dump(Path(path))  # before the database and the model: a bad dump fails at once
+        result = asyncio.run(run(checked))
     except (DumpError, OSError, UnicodeDecodeError) as exc:
         print(f"memsys import: {path}: {exc}; nothing was imported", file=sys.stderr)
         return 2

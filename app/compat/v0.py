@@ -50,12 +50,7 @@ class V0Controller(Controller):
     @get("/memories", operation_id="v0FetchMemories")
     async def fetch(self, request: Request, runtime: NamedDependency[Runtime]) -> Body:
         query = V0Fetch(**await _parameters(request))
-        scope = service.Scope(
-            user_id=query.user_id,
-            group_ids=query.group_ids,
-            start=service.moment(query.start_time, "start_time") if query.start_time else None,
-            end=service.moment(query.end_time, "end_time") if query.end_time else None,
-        )
+        scope = _scope(query)
         items, total = await service.fetch(
             runtime, scope=scope, memory_type=query.memory_type, page=query.page, page_size=query.page_size
         )
@@ -135,13 +130,18 @@ async def _parameters(request: Request) -> dict[str, Any]:
     return parameters
 
 
-async def _search(runtime: Runtime, query: V0Search) -> Body:
-    scope = service.Scope(
+def _scope(query: V0Search | V0Fetch) -> service.Scope:
+    """What a v0 read filters on: the user, the groups and the time window (ISO 8601)."""
+    return service.Scope(
         user_id=query.user_id,
         group_ids=query.group_ids,
         start=service.moment(query.start_time, "start_time") if query.start_time else None,
         end=service.moment(query.end_time, "end_time") if query.end_time else None,
     )
+
+
+async def _search(runtime: Runtime, query: V0Search) -> Body:
+    scope = _scope(query)
     found = await service.search(
         runtime,
         query=query.query,

@@ -81,11 +81,15 @@ async def export_dump(
     return rows
 
 
-async def import_dump(runtime: Runtime, path: Path, *, progress: bool = True) -> dict[str, Any]:
-    """Check the whole dump first (a bad line is a ``DumpError`` naming it, and nothing is written), then
-    write it in one transaction. Rows already present (same id) are skipped, so an import run again adds
-    nothing. Memories of another embedding model are embedded again with this one."""
-    first, total = check_dump(path)
+async def import_dump(
+    runtime: Runtime, path: Path, checked: tuple[dict[str, Any], int], *, progress: bool = True
+) -> dict[str, Any]:
+    """Write a dump that ``check_dump`` accepted (``checked`` is its answer: call it first, so that a bad dump
+    fails before the database and the model load) in one transaction. The lines are read again as they are
+    written, so a file changed since then still fails with nothing written. Rows already present (same id)
+    are skipped, so an import run again adds nothing. Memories of another embedding model are embedded
+    again with this one."""
+    first, total = checked
     embedding = first["embedding"]
     settings = runtime.settings
     counts = {kind: 0 for kind in dump.TABLES}
