@@ -1,4 +1,4 @@
-"""The ``memsys`` command: serve, worker, mcp, export, import, migrate, db-url, keys."""
+"""The ``memsys`` command: serve, worker, mcp, export, import, reembed, migrate, db-url, keys."""
 
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--output", "-o", default=None, help="write to this file instead of standard output")
     imported = commands.add_parser("import", help="load a dump written by memsys export (all of it or nothing)")
     imported.add_argument("path", help="the dump file (JSON lines)")
+    reembed = commands.add_parser(
+        "reembed", help="embed every memory again with the configured model (after changing MEMSYS_EMBEDDING_*)"
+    )
+    reembed.add_argument("--batch-size", type=int, default=256, help="memories per batch (default 256)")
     commands.add_parser("migrate", help="apply the database migrations (alembic upgrade head)")
     commands.add_parser("db-url", help="print the database URL (starts the embedded server if needed)")
     keys = commands.add_parser("keys", help="API keys: create, list, revoke (with the owner's database URL)")
@@ -49,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         return _export(settings, args)
     if args.command == "import":
         return _import(settings, args.path)
+    if args.command == "reembed":
+        return _reembed(settings, args.batch_size)
     if args.command == "migrate":
         return _migrate(settings)
     if args.command == "keys":
@@ -174,6 +180,29 @@ def _import(settings: Settings, path: str) -> int:
         return 2
     rows = ", ".join(f"{count} {kind}" for kind, count in result["rows"].items())
     print(f"memsys import: added {rows}; embedded again: {result['reembedded']}", file=sys.stderr)
+    return 0
+
+
+def _reembed(settings: Settings, batch_size: int) -> int:
+    import asyncio
+
+    from app.db.engine import migrate_schema, resolve_database_url
+    from app.memories.reembed import reembed
+    from app.providers.embeddings import create_embedder
+
+    if batch_size < 1:
+        print("memsys reembed: --batch-size must be at least 1", file=sys.stderr)
+        return 2
+    url = resolve_database_url(settings)
+    if settings.migrate_on_start:
+        migrate_schema(settings, url)
+    result = asyncio.run(reembed(url, settings, create_embedder(settings), batch_size=batch_size))
+    dimensions = result["dimensions"]
+    print(
+        f"memsys reembed: {sum(result['memories'].values())} memories embedded again with {result['model']} "
+        f"({dimensions['before']} → {dimensions['after']} dimensions) in {result['seconds']} s",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -216,6 +216,7 @@ def _parameters(settings: Settings, q: Query, grouped: bool, now, mode: str, top
     return repository.search_parameters(
         mode=mode,
         query_vector=q.vector if mode != "bm25" else None,
+        embedding_model=scale_corpus.EMBEDDING_MODEL,
         query_tokens=q.tokens if mode != "embedding" else "",
         filters=window_filters(q, grouped, now),
         top_k=top_k,

@@ -182,14 +182,16 @@ def rows(corpus: Corpus, start: int, stop: int, memcell_id, now: datetime):
             valid_to,
             " ".join(tokenize(content)),
             vectors[i],
+            EMBEDDING_MODEL,
         )
 
 
 COPY_COLUMNS = (
     "memory_type, user_id, group_id, memcell_id, source_message_ids, content, timestamp, valid_from, valid_to, "
-    "search_tokens, embedding"
+    "search_tokens, embedding, embedding_model"
 )
-COPY_TYPES = ["text", "text", "text", "uuid", "text[]", "text", "timestamptz", "date", "date", "text", "vector"]
+COPY_TYPES = ["text", "text", "text", "uuid", "text[]", "text", "timestamptz", "date", "date", "text", "vector", "text"]
+EMBEDDING_MODEL = "local:all-MiniLM-L6-v2"  # the vectors are built from its embeddings, the server queries with it
 
 
 # Dropped before the load and built after it (same names and definitions as the migrations).

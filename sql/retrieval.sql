@@ -6,6 +6,7 @@
 --
 --   \set retrieval_mode '''rrf'''
 --   \set embedding '''[0.0123,-0.0456,...]'''     -- 384 numbers; NULL switches the vector leg off
+--   \set embedding_model '''local:all-MiniLM-L6-v2'''  -- the model that made :embedding
 --   \set query_tokens '''beij food'''             -- app.text.tokenize.search_tokens(query); '' = no BM25 leg
 --   \set memory_type '''episode'''
 --   \set user_id '''user_001'''                   -- NULL: no filter
@@ -58,6 +59,7 @@ vector_hits AS MATERIALIZED (
     SELECT m.id, m.embedding <=> CAST(:embedding AS vector) AS distance
     FROM memories m
     WHERE CAST(:embedding AS vector) IS NOT NULL
+      AND m.embedding_model = :embedding_model  -- vectors of two models are never compared
       AND m.memory_type = :memory_type
       AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
       AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)

@@ -93,6 +93,19 @@ def client(settings: Settings, database_url: str) -> Iterator[TestClient]:
         yield client
 
 
+def run_memsys(database_url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The ``memsys`` command (app.cli) run as a user runs it, on ``database_url`` (migrated on start)."""
+    environment = {**os.environ, **process_env(database_url), "MEMSYS_MIGRATE_ON_START": "true", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        env=environment,
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def process_env(database_url: str) -> dict[str, str]:
     """The environment of a memsys process (serve, worker, mcp, export, import) on the test database, with no
     server LLM: formation runs offline."""

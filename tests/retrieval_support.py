@@ -15,6 +15,7 @@ from app.db.tables import memcells
 from app.memories.repository import NewMemory, insert_memories
 
 URL = "/api/v3/agentic/retrieve_lightweight"
+MODEL = "local:all-MiniLM-L6-v2"  # the suite's embedder (app.providers.embeddings.embedder_name)
 NOW = datetime.now(UTC)
 
 
@@ -30,6 +31,7 @@ def memory(
     valid_from: date | None = None,
     valid_to: date | None = None,
     title: str | None = None,
+    embedding_model: str = MODEL,
 ) -> NewMemory:
     return NewMemory(
         memory_type=memory_type,
@@ -38,6 +40,7 @@ def memory(
         memcell_id=uuid.UUID(int=0),
         source_message_ids=["m1"],
         embedding=embedding,
+        embedding_model=embedding_model,
         user_id=user_id,
         group_id=group_id,
         title=title,

@@ -4,9 +4,6 @@ retrieval results, another embedding model is embedded again, a bad line imports
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -15,7 +12,8 @@ from litestar.testing import TestClient
 
 from app.http.app import create_app
 from app.settings import Settings
-from tests.conftest import process_env, recreate_database
+from tests.conftest import recreate_database
+from tests.conftest import run_memsys as memsys
 from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, conversation, message
 from tests.tenancy_support import bearer, create_key
 
@@ -26,13 +24,6 @@ QUERIES = [
     ({"query": "What does the team plan?", "data_source": "event_log"}),
     ({"query": "bicycle garage", "user_id": "user_001", "data_source": "episode"}),
 ]
-
-
-def memsys(database_url: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **process_env(database_url), "MEMSYS_MIGRATE_ON_START": "true"}
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
 
 
 def _fill(client: TestClient, headers: dict) -> None:

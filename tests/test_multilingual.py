@@ -23,7 +23,7 @@ def multilingual(server_url: str, settings: Settings):
     )
     with TestClient(create_app(multilingual_settings), raise_server_exceptions=False) as client:
         embedder = client.app.state.runtime.embedder
-        write(url, [memory(text, embedder.embed_sync([text])[0]) for text in MEMORIES])
+        write(url, [memory(text, embedder.embed_sync([text])[0], embedding_model=embedder.name) for text in MEMORIES])
         yield client
 
 

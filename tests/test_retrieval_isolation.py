@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from app.retrieval import repository, service
-from tests.retrieval_support import memory, retrieve, search, tenant_engine, window, write
+from tests.retrieval_support import MODEL, memory, retrieve, search, tenant_engine, window, write
 
 TEXTS = [
     "Quarterly budget review with the finance team",
@@ -76,7 +76,8 @@ def test_selective_filter_over_hnsw_still_returns_top_k(settings, database_url):
     query_vector = _unit(rng.normal(size=384))
     filters = window(group_id="rare")
     parameters = repository.search_parameters(
-        mode="embedding", query_vector=query_vector, query_tokens="", filters=filters, top_k=20, radius=None,
+        mode="embedding", query_vector=query_vector, embedding_model=MODEL, query_tokens="", filters=filters,
+        top_k=20, radius=None,
         tuning=service.tuning_for(settings, "embedding", 20),
     )  # fmt: skip
     rare_ids = [rows[i]["id"] for i in sorted(rare)]

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import psycopg
 import pytest
 from litestar.testing import TestClient
@@ -13,6 +9,7 @@ from litestar.testing import TestClient
 from app.db.embedded import libpq_url
 from app.db.engine import service_database_url
 from app.settings import Settings
+from tests.conftest import run_memsys as memsys
 from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, app_client, conversation, rows
 from tests.tenancy_support import bearer, create_key
 
@@ -22,13 +19,6 @@ MEMORIES = "/api/v3/agentic/memories"
 META_COLUMNS = "group_id, version, scene, scene_desc, name, description, default_timezone, user_details, created_at"
 META_VALUES = "'g', '1', 's', '\"d\"', 'n', 'd', 'UTC', '{}', now()"
 ALL_TIME = {"time_range_days": 36500}  # the seed's conversation is from January 2025
-
-
-def memsys(database_url: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MEMSYS_DATABASE_URL": database_url, "MEMSYS_LOG_LEVEL": "WARNING"}
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args], env=env, capture_output=True, text=True, timeout=120
-    )
 
 
 def test_keys_cli_create_list_revoke(client: TestClient, database_url: str):

@@ -11,6 +11,7 @@ from app.db import migrate
 from app.db.embedded import embedded_database_url, sqlalchemy_url
 from app.db.migrate import SERVICE_ROLE
 from app.errors import ConfigurationError
+from app.providers.embeddings import embedder_name
 from app.settings import Settings
 
 
@@ -40,7 +41,12 @@ def service_database_url(settings: Settings, owner_url: str) -> str:
 
 def migrate_schema(settings: Settings, owner_url: str) -> None:
     """Apply the migrations as the owner; a password in the service's URL of ``memsys_app`` becomes its own."""
-    migrate.upgrade(owner_url, settings.embedding_dimensions, service_url=service_database_url(settings, owner_url))
+    migrate.upgrade(
+        owner_url,
+        settings.embedding_dimensions,
+        service_url=service_database_url(settings, owner_url),
+        embedding_model=embedder_name(settings),
+    )
 
 
 def check_service_role(service_url: str) -> None:

@@ -9,24 +9,32 @@ from sqlalchemy.engine import make_url
 
 from app import PROJECT_ROOT
 from app.db.embedded import sqlalchemy_url
+from app.db.named_sql import query
 from app.errors import ConfigurationError
 
 SERVICE_ROLE = "memsys_app"  # created and granted by migration 0003
 
 
-def alembic_config(database_url: str, embedding_dimensions: int) -> Config:
+def alembic_config(database_url: str, embedding_dimensions: int, embedding_model: str | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
     cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url).replace("%", "%%"))
     cfg.attributes["embedding_dimensions"] = embedding_dimensions
+    if embedding_model:
+        cfg.attributes["embedding_model"] = embedding_model  # what migration 0007 gives the rows already there
     return cfg
 
 
 def upgrade(
-    database_url: str, embedding_dimensions: int, revision: str = "head", *, service_url: str | None = None
+    database_url: str,
+    embedding_dimensions: int,
+    revision: str = "head",
+    *,
+    service_url: str | None = None,
+    embedding_model: str | None = None,
 ) -> None:
     """Migrate with the owner's URL; a password in the service's URL of ``memsys_app`` becomes that role's."""
-    command.upgrade(alembic_config(database_url, embedding_dimensions), revision)
+    command.upgrade(alembic_config(database_url, embedding_dimensions, embedding_model), revision)
     if service_url:
         _set_service_password(database_url, service_url)
 
@@ -53,17 +61,12 @@ def check_embedding_dimensions(database_url: str, embedding_dimensions: int) -> 
     engine = create_engine(sqlalchemy_url(database_url))
     try:
         with engine.connect() as conn:
-            found = conn.execute(
-                text(
-                    "SELECT atttypmod FROM pg_attribute "
-                    "WHERE attrelid = to_regclass('memories') AND attname = 'embedding'"
-                )
-            ).scalar()
+            found = conn.execute(text(query("vector_dimensions"))).scalar()
     finally:
         engine.dispose()
     if found is not None and found != embedding_dimensions:
         raise ConfigurationError(
             f"The database stores {found}-dimensional embeddings but the configured embedding model gives "
             f"{embedding_dimensions} (MEMSYS_EMBEDDING_DIMENSIONS / MEMSYS_EMBEDDING_MODEL). Use the model the "
-            "database was built with, or a new database."
+            "database was built with, or run `memsys reembed` (with memsys stopped) to embed every memory again."
         )

@@ -214,6 +214,8 @@ def _memories_table(dimensions: int) -> Table:
             nullable=True,
         ),
         Column("embedding", Vector(dimensions), nullable=False),
+        # app.providers.embeddings.embedder_name of the model that made the vector (migration 0007).
+        Column("embedding_model", Text, nullable=False),
         _created_at(),
         _memcell_fk("CASCADE"),
         CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),

@@ -108,13 +108,9 @@ class Draft:
     """Of the context, the nearest turn on each side goes into the embedding (more dilutes the vector;
     BM25 takes all of it)."""
 
-    # With context, the message's own text appears twice: its words weigh double against its neighbours'.
     def embedding_text(self) -> str:
-        own = "\n".join(part for part in (self.title, self.content) if part)
-        if not (self.before or self.after):
-            return own
         n = self.EMBEDDING_CONTEXT_TURNS
-        return "\n".join([own, *self.before[len(self.before) - n :], own, *self.after[:n]])
+        return embedding_text(self.title, self.content, self.before[len(self.before) - n :], self.after[:n])
 
     def search_text(self) -> str:
         """What BM25 indexes: title and content, and the context around it."""
@@ -122,6 +118,16 @@ class Draft:
         if not (self.before or self.after):
             return own
         return "\n".join([own, *self.before, own, *self.after])
+
+
+def embedding_text(title: str | None, content: str, before: list[str], after: list[str]) -> str:
+    """What a memory's vector is made from: its title and content, and the turns next to it (an offline
+    event-log entry's). With context, the memory's own text appears twice: its words weigh double against
+    its neighbours'. ``memsys reembed`` makes the same text again from the stored rows."""
+    own = "\n".join(part for part in (title, content) if part)
+    if not (before or after):
+        return own
+    return "\n".join([own, *before, own, *after])
 
 
 @dataclass

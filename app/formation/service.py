@@ -254,7 +254,10 @@ async def _close(
         memcell_id = await repo.insert_memcell(conn, _memcell_row(context, cell, extraction))
         saved = await insert_memories(
             conn,
-            [_new_memory(draft, memcell_id, vector) for draft, vector in zip(extraction.drafts, vectors, strict=True)],
+            [
+                _new_memory(draft, memcell_id, vector, runtime.embedder.name)
+                for draft, vector in zip(extraction.drafts, vectors, strict=True)
+            ],
         )
         await repo.insert_profiles(conn, _profile_rows(context, extraction, previous, memcell_id))
         flipped = await repo.mark_processed(conn, cell.ids, memcell_id)
@@ -338,7 +341,7 @@ def _memcell_row(context: Context, cell: MemCell, extraction: Extraction) -> dic
     }
 
 
-def _new_memory(draft: Draft, memcell_id, vector: list[float]) -> NewMemory:
+def _new_memory(draft: Draft, memcell_id, vector: list[float], embedding_model: str) -> NewMemory:
     return NewMemory(
         memory_type=draft.memory_type,
         content=draft.content,
@@ -346,6 +349,7 @@ def _new_memory(draft: Draft, memcell_id, vector: list[float]) -> NewMemory:
         memcell_id=memcell_id,
         source_message_ids=draft.source_message_ids,
         embedding=vector,
+        embedding_model=embedding_model,
         user_id=draft.user_id,
         group_id=draft.group_id,
         title=draft.title,

@@ -25,6 +25,7 @@ class NewMemory:
     memcell_id: UUID
     source_message_ids: list[str]
     embedding: list[float]
+    embedding_model: str
     user_id: str | None = None
     group_id: str | None = None
     title: str | None = None
@@ -47,6 +48,7 @@ class NewMemory:
             "memcell_id": self.memcell_id,
             "source_message_ids": self.source_message_ids,
             "embedding": self.embedding,
+            "embedding_model": self.embedding_model,
             "user_id": self.user_id,
             "group_id": self.group_id,
             "title": self.title,

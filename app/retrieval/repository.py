@@ -49,6 +49,7 @@ def search_parameters(
     *,
     mode: str,
     query_vector: list[float] | None,
+    embedding_model: str,
     query_tokens: str,
     filters: SearchFilters,
     top_k: int,
@@ -59,6 +60,7 @@ def search_parameters(
     return {
         "retrieval_mode": mode,
         "embedding": vector_literal(query_vector) if query_vector is not None else None,
+        "embedding_model": embedding_model,
         "query_tokens": query_tokens,
         "memory_type": filters.memory_type,
         "user_id": filters.user_id,

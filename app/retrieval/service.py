@@ -15,6 +15,7 @@ from typing import Any
 
 from app.errors import InvalidParameter
 from app.observability import metrics
+from app.providers.embeddings import embedder_name
 from app.retrieval import repository
 from app.retrieval.explain import explanation
 from app.retrieval.repository import SearchFilters, SearchTuning
@@ -153,6 +154,7 @@ async def search(
     parameters = repository.search_parameters(
         mode=mode,
         query_vector=query_vector if mode != "bm25" else None,
+        embedding_model=embedder_name(runtime.settings),
         query_tokens=tokens,
         filters=filters,
         top_k=top_k,

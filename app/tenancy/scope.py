@@ -16,6 +16,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.db.migrate import SERVICE_ROLE
 from app.db.tables import TENANT_SETTING
 from app.errors import InvalidParameter
 
@@ -48,9 +49,18 @@ def tenant_of(conn: AsyncConnection) -> str | None:
     return conn.sync_connection.get_execution_options().get(TENANT_OPTION)
 
 
-async def enter(conn: AsyncConnection, tenant: str) -> None:
-    """Move the rest of an owner's transaction into ``tenant`` (export and import span tenants in one)."""
+async def enter(conn: AsyncConnection, tenant: str, *, as_service: bool = False) -> None:
+    """Move the rest of an owner's transaction into ``tenant`` (export and import span tenants in one).
+    ``as_service``: also as the service's role, so that row-level security holds reads and updates even when
+    the owner is a superuser (who bypasses it); ``leave`` returns to the owner."""
+    if as_service:
+        await conn.exec_driver_sql(f"SET LOCAL ROLE {SERVICE_ROLE}")
     await conn.exec_driver_sql(_set_local(tenant))
+
+
+async def leave(conn: AsyncConnection) -> None:
+    """Back to the owner's role (after ``enter(..., as_service=True)``) for the rest of the transaction."""
+    await conn.exec_driver_sql("SET LOCAL ROLE NONE")
 
 
 def _set_tenant(conn: Connection) -> None:

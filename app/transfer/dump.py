@@ -167,13 +167,10 @@ def _record(kind: str, tenant: str, data: dict[str, Any], number: int) -> Record
             values[column.name] = _typed(column, data[column.name])
         except (TypeError, ValueError) as exc:
             raise DumpError(f"line {number}: {kind}.{column.name}: {exc}") from exc
-    unknown = set(data) - {c.name for c in table.columns} - {"type", "tenant_id", "embedding_model"}
+    unknown = set(data) - {c.name for c in table.columns} - {"type", "tenant_id"}
     if unknown:
         raise DumpError(f"line {number}: {kind} has unknown fields {sorted(unknown)}")
-    model = data.get("embedding_model")
-    if kind == "memory" and not isinstance(model, str):
-        raise DumpError(f"line {number}: memory has no embedding_model")
-    return Record(kind, tenant, values, model)
+    return Record(kind, tenant, values, values.get("embedding_model"))
 
 
 def _typed(column: Column, value: Any) -> Any:

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from app.db.engine import create_engine
+from app.formation.memcell import embedding_text
 from app.runtime import Runtime
 from app.tenancy import repository as tenancy
 from app.tenancy import scope
@@ -71,10 +72,7 @@ async def export_dump(
                         columns = dump.dumped_columns(table)
                         statement = repository.dump_statement(kind, table, columns, user_id)
                         async for row in repository.stream_rows(conn, statement):
-                            record = {"type": kind, "tenant_id": tenant_id, **row}
-                            if kind == "memory":
-                                record["embedding_model"] = runtime.embedder.name
-                            out.write(dump.line(record))
+                            out.write(dump.line({"type": kind, "tenant_id": tenant_id, **row}))
                             rows += 1
                             bar.update()
             out.write(dump.line({"type": "end", "rows": rows}))
@@ -147,14 +145,13 @@ async def _write(runtime: Runtime, conn, batch: list[dump.Record], counts: dict[
             if record.embedding_model != runtime.embedder.name or len(row["embedding"]) != dimensions
         ]
         if stale:
-            vectors = await runtime.embedder.embed([reembedding_text(row) for row in stale])
+            # Title and content: the neighbouring turns an offline event-log entry is embedded with are in
+            # rows of this dump not yet written (memsys reembed, on a database, takes them too).
+            vectors = await runtime.embedder.embed(
+                [embedding_text(row.get("title"), row["content"], [], []) for row in stale]
+            )
             for row, vector in zip(stale, vectors, strict=True):
                 row["embedding"] = vector
+                row["embedding_model"] = runtime.embedder.name
     counts[kind] += await repository.insert_rows(conn, dump.TABLES[kind], rows)
     return len(stale)
-
-
-def reembedding_text(memory: dict[str, Any]) -> str:
-    """What a memory is embedded from when its vector has to be made again: its title and content (the
-    neighbouring turns formation adds to an event-log entry's text are not kept)."""
-    return "\n".join(part for part in (memory.get("title"), memory["content"]) if part)

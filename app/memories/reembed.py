@@ -1,0 +1,157 @@
+"""``memsys reembed``: every memory's vector made again with the configured embedding model.
+
+Every vector is stored with its model's name (``memories.embedding_model``) and retrieval compares a query
+only with vectors of its own model, so after a change of model the memories of the old one are found by
+BM25 alone until they are embedded again. Each is made from the same text formation embeds
+(app.formation.memcell.embedding_text).
+
+* **Same dimensions**: online, tenant by tenant, in batches of their own transactions; memsys keeps
+  serving, and a run that stops is resumed by running it again (it takes the memories of another model).
+* **Other dimensions**: the vector column changes type, so the whole run is one transaction: the HNSW
+  indexes are dropped (their definitions kept), the column loses its dimension, every vector is made again,
+  the column takes the new dimension and the indexes are built again. It holds the table meanwhile: stop
+  memsys first (it refuses to start on a column of other dimensions anyway). A failure changes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+from tqdm import tqdm
+
+from app.db.engine import create_engine
+from app.db.named_sql import query
+from app.formation.memcell import embedding_text
+from app.providers.embeddings import Embedder
+from app.retrieval.repository import vector_literal
+from app.settings import Settings
+from app.tenancy import repository as tenancy
+from app.tenancy import scope
+
+FIRST_ID = UUID(int=0)
+
+
+async def reembed(
+    database_url: str, settings: Settings, embedder: Embedder, *, batch_size: int = 256, progress: bool = True
+) -> dict[str, Any]:
+    """Embed again every memory not made by ``embedder`` (all of them when the dimensions change); returns
+    how many per tenant, the model, the dimensions before and after, and the seconds taken."""
+    started = time.perf_counter()
+    owner = create_engine(database_url, settings)
+    try:
+        async with owner.connect() as conn:
+            before = (await conn.execute(text(query("vector_dimensions")))).scalar_one()
+            tenants = await tenancy.tenant_ids(conn)
+        redo = Redo(embedder, all_rows=before != embedder.dimensions, batch_size=batch_size)
+        async with owner.begin() as conn:
+            total = sum([await redo.count(conn, tenant) for tenant in tenants])
+        with tqdm(total=total, desc="reembed", unit=" memories", disable=not progress, file=sys.stderr) as bar:
+            if redo.all_rows:
+                async with owner.begin() as conn:
+                    counts = await _with_new_dimensions(conn, redo, tenants, bar)
+            else:
+                counts = {}
+                for tenant in tenants:
+                    counts[tenant] = 0
+                    while n := await redo.next_batch(owner, tenant):
+                        counts[tenant] += n
+                        bar.update(n)
+    finally:
+        await owner.dispose()
+    return {
+        "model": embedder.name,
+        "dimensions": {"before": before, "after": embedder.dimensions},
+        "memories": counts,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+async def _with_new_dimensions(conn: AsyncConnection, redo: Redo, tenants: list[str], bar: tqdm) -> dict[str, int]:
+    indexes = (await conn.execute(text(query("vector_indexes")))).all()
+    for name, _ in indexes:
+        await conn.execute(text(f'DROP INDEX "{name}"'))
+    await conn.execute(text("ALTER TABLE memories ALTER COLUMN embedding TYPE vector"))
+    counts = {}
+    for tenant in tenants:
+        counts[tenant] = 0
+        while n := await redo.batch(conn, tenant):
+            counts[tenant] += n
+            bar.update(n)
+    await scope.leave(conn)
+    await conn.execute(text(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(redo.dimensions)})"))
+    for _, definition in indexes:
+        await conn.execute(text(definition))
+    return counts
+
+
+class Redo:
+    """The batches of one run: which memories, and where the previous batch of each tenant ended."""
+
+    def __init__(self, embedder: Embedder, *, all_rows: bool, batch_size: int) -> None:
+        self.embedder = embedder
+        self.all_rows = all_rows
+        self.batch_size = batch_size
+        self.dimensions = embedder.dimensions
+        self.after: dict[str, UUID] = {}
+
+    def _parameters(self, tenant: str) -> dict[str, Any]:
+        return {
+            "all_rows": self.all_rows,
+            "embedding_model": self.embedder.name,
+            "after_id": self.after.get(tenant, FIRST_ID),
+            "batch_size": self.batch_size,
+        }
+
+    async def count(self, conn: AsyncConnection, tenant: str) -> int:
+        await scope.enter(conn, tenant, as_service=True)
+        return (await conn.execute(text(query("reembed_count")), self._parameters(tenant))).scalar_one()
+
+    async def next_batch(self, owner, tenant: str) -> int:
+        """Read a batch in one transaction, embed it outside any, write it in another (online runs)."""
+        async with owner.begin() as conn:
+            await scope.enter(conn, tenant, as_service=True)
+            rows = await self._read(conn, tenant)
+        if not rows:
+            return 0
+        vectors = await self.embedder.embed([_text(row) for row in rows])
+        async with owner.begin() as conn:
+            await scope.enter(conn, tenant, as_service=True)
+            await self._write(conn, rows, vectors)
+        return len(rows)
+
+    async def batch(self, conn: AsyncConnection, tenant: str) -> int:
+        """A batch inside the caller's transaction (the run that changes the dimensions)."""
+        await scope.enter(conn, tenant, as_service=True)
+        rows = await self._read(conn, tenant)
+        if rows:
+            await self._write(conn, rows, await self.embedder.embed([_text(row) for row in rows]))
+        return len(rows)
+
+    async def _read(self, conn: AsyncConnection, tenant: str) -> list[dict[str, Any]]:
+        result = await conn.execute(text(query("reembed_batch")), self._parameters(tenant))
+        rows = [dict(row) for row in result.mappings()]
+        if rows:
+            self.after[tenant] = rows[-1]["id"]
+        return rows
+
+    async def _write(self, conn: AsyncConnection, rows: list[dict[str, Any]], vectors: list[list[float]]) -> None:
+        await conn.execute(
+            text(query("reembed_update")),
+            {
+                "ids": [row["id"] for row in rows],
+                "embeddings": [vector_literal(vector) for vector in vectors],
+                "embedding_model": self.embedder.name,
+            },
+        )
+
+
+def _text(row: dict[str, Any]) -> str:
+    """reembed_batch reads the nearest neighbour on each side: Draft.EMBEDDING_CONTEXT_TURNS is 1."""
+    before = [row["before"]] if row["before"] else []
+    after = [row["after"]] if row["after"] else []
+    return embedding_text(row["title"], row["content"], before, after)

@@ -1,0 +1,42 @@
+-- memsys reembed (app/memories/reembed.py): every memory's vector made again with the configured model.
+-- Run per tenant, after SET LOCAL memsys.tenant_id (row-level security holds the owner too).
+
+-- name: reembed_count
+SELECT count(*) FROM memories
+WHERE CAST(:all_rows AS boolean) OR embedding_model <> :embedding_model;
+
+-- name: reembed_batch
+-- The next memories after :after_id (in id order), each with what its vector is made from
+-- (app.formation.memcell.embedding_text): title and content, and for an event-log entry formed offline the
+-- entries next to it in its MemCell, which are the turns next to its message.
+WITH batch AS (
+    SELECT id, memcell_id, memory_type, title, content, metadata ->> 'extraction' AS extraction
+    FROM memories
+    WHERE id > :after_id AND (CAST(:all_rows AS boolean) OR embedding_model <> :embedding_model)
+    ORDER BY id
+    LIMIT :batch_size
+)
+SELECT b.id, b.title, b.content, n.before, n.after
+FROM batch b
+LEFT JOIN LATERAL (
+    SELECT e.id, lag(e.content) OVER w AS before, lead(e.content) OVER w AS after
+    FROM memories e
+    WHERE e.memcell_id = b.memcell_id AND e.memory_type = 'event_log'
+    WINDOW w AS (ORDER BY e.timestamp, e.created_at, e.id)
+) n ON b.memory_type = 'event_log' AND b.extraction = 'offline' AND n.id = b.id
+ORDER BY b.id;
+
+-- name: reembed_update
+-- One statement per batch (the BM25 statistics triggers run once per statement).
+UPDATE memories m
+SET embedding = CAST(v.embedding AS vector), embedding_model = :embedding_model
+FROM unnest(CAST(:ids AS uuid[]), CAST(:embeddings AS text[])) AS v(id, embedding)
+WHERE m.id = v.id;
+
+-- name: vector_dimensions
+SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('memories') AND attname = 'embedding';
+
+-- name: vector_indexes
+SELECT indexname, indexdef FROM pg_indexes
+WHERE schemaname = current_schema() AND tablename = 'memories' AND indexdef LIKE '%USING hnsw%'
+ORDER BY indexname;
