@@ -118,6 +118,9 @@ class Settings(BaseSettings):
     bm25_max_candidates: int = 1000
     """At most this many memories are scored by BM25 per query: those with every query term first, then
     those with the rarest terms."""
+    bm25_exact_max: int = 10000
+    """A user or group filter matching at most this many memories makes BM25 exact within them, with their
+    own statistics (document count, mean length, document frequencies); above it, the tenant's are used."""
 
     # --- agentic retrieval / rerank -------------------------------------------------------------
     agentic_round1_candidates: int = 20

@@ -22,6 +22,7 @@
 --   \set b 0.75
 --   \set bm25_df_budget 10000
 --   \set bm25_max_candidates 1000
+--   \set bm25_exact_max 10000
 --   \set ef_search 100
 --   \set max_scan_tuples 20000
 --   BEGIN; SET LOCAL ROLE memsys_app; SET LOCAL memsys.tenant_id = 'default';
@@ -76,37 +77,74 @@ vector_leg AS (
     FROM vector_hits
     WHERE CAST(:radius AS float8) IS NULL OR 1 - distance >= :radius
 ),
--- BM25 (Robertson/Sparck Jones): idf = ln(1 + (N - df + 0.5) / (df + 0.5)) from the statistics the
--- triggers keep per memory type; the query's terms are its tokens as the tsvector stores them.
-bm25_terms AS MATERIALIZED (
-    SELECT s.term, s.df, ln(1 + (c.doc_count - s.df + 0.5) / (s.df + 0.5)) AS idf
-    FROM bm25_corpus_stats c
-    JOIN bm25_term_stats s ON s.memory_type = c.memory_type
-    WHERE c.memory_type = :memory_type
-      AND s.term = ANY (tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))))
+-- BM25 (Robertson/Sparck Jones): idf = ln(1 + (N - df + 0.5) / (df + 0.5)), the query's terms being its tokens as
+-- the tsvector stores them. Whose statistics (N, df, the mean length) depends on the filter:
+--   * a user's or a group's memories, when they are at most :bm25_exact_max: those memories' own (counted
+--     here), and every one of them with a query term is scored: exact BM25 within the filter;
+--   * otherwise (no user or group filter, or more memories than that): the tenant's memory type's, which the
+--     triggers keep, and the candidates are bounded (bm25_candidates).
+bm25_scope AS MATERIALIZED (
+    SELECT m.id, m.doc_len, m.tsv
+    FROM memories m
+    WHERE (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
+      AND coalesce(:query_tokens, '') <> ''
+      AND m.memory_type = :memory_type
+      AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+      AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+      AND m.timestamp >= :time_from AND m.timestamp < :time_to
+      AND (CAST(:valid_on AS date) IS NULL
+           OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+    LIMIT :bm25_exact_max + 1
 ),
--- Candidates come from the GIN index, at most :bm25_max_candidates of them, best first: memories with
--- every query term (GIN's fast scan makes this cheap when one term is rare; they score highest), then
--- memories with the query's rarer terms: terms taken rarest first while their summed document frequency
+bm25_corpus AS MATERIALIZED (
+    SELECT local.exact,
+           CASE WHEN local.exact THEN local.doc_count ELSE c.doc_count END AS doc_count,
+           CASE WHEN local.exact THEN local.total_len ELSE c.total_len END AS total_len
+    FROM (SELECT count(*) BETWEEN 1 AND :bm25_exact_max AS exact, count(*) AS doc_count,
+                 coalesce(sum(doc_len), 0) AS total_len
+          FROM bm25_scope) local
+    LEFT JOIN bm25_corpus_stats c ON c.memory_type = :memory_type
+),
+bm25_terms AS MATERIALIZED (
+    SELECT t.term, t.df, ln(1 + (c.doc_count - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM (
+        SELECT q.term,
+               CASE WHEN c.exact
+                    THEN (SELECT count(*) FROM bm25_scope s WHERE s.tsv @@ to_tsquery('simple', quote_literal(q.term)))
+                    ELSE (SELECT s.df FROM bm25_term_stats s WHERE s.memory_type = :memory_type AND s.term = q.term)
+               END AS df
+        FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, '')))) AS term) q
+        CROSS JOIN bm25_corpus c
+    ) t
+    CROSS JOIN bm25_corpus c
+    WHERE t.df > 0
+),
+-- Without exactness, candidates come from the GIN index, at most :bm25_max_candidates of them, best first:
+-- memories with every query term (GIN's fast scan makes this cheap when one term is rare; they score highest),
+-- then memories with the query's rarer terms: terms taken rarest first while their summed document frequency
 -- stays within :bm25_df_budget. A term found in more memories than that is too common to make a memory a
--- candidate by itself (its posting list would cost more to read than the whole query), but it still
--- scores the candidates. Below both bounds (tenant-filtered queries, small corpora) the leg is exact BM25.
+-- candidate by itself (its posting list would cost more to read than the whole query), but it still scores
+-- the candidates. Below both bounds (small tenants) the leg is exact BM25 too.
 bm25_query AS MATERIALIZED (
     SELECT
         to_tsquery('simple', string_agg(quote_literal(term), ' & ')) AS all_terms,
-        to_tsquery('simple', string_agg(quote_literal(term), ' | ') FILTER (WHERE df_through <= :bm25_df_budget))
+        to_tsquery('simple', string_agg(quote_literal(term), ' | ')
+                             FILTER (WHERE (SELECT exact FROM bm25_corpus) OR df_through <= :bm25_df_budget))
             AS rare_terms,
         array_agg(term) AS terms,
         sum(idf) * (:k1 + 1) AS max_score,
-        (SELECT total_len::float8 / greatest(doc_count, 1) FROM bm25_corpus_stats WHERE memory_type = :memory_type)
-            AS avgdl
+        (SELECT total_len::float8 / greatest(doc_count, 1) FROM bm25_corpus) AS avgdl
     FROM (SELECT term, idf, sum(df) OVER (ORDER BY df, term ROWS UNBOUNDED PRECEDING) AS df_through
           FROM bm25_terms) t
 ),
 -- The time bounds are written "IS TRUE" here so that they filter the rows the GIN index finds rather than
 -- make the planner AND in a bitmap of the whole time window from the btree index.
 bm25_candidates AS MATERIALIZED (
-    SELECT * FROM (
+    SELECT s.id, s.doc_len, s.tsv
+    FROM bm25_scope s
+    WHERE (SELECT exact FROM bm25_corpus) AND s.tsv @@ (SELECT rare_terms FROM bm25_query)
+    UNION ALL
+    (SELECT * FROM (
         (SELECT m.id, m.doc_len, m.tsv
          FROM memories m
          WHERE m.tsv @@ (SELECT all_terms FROM bm25_query)
@@ -128,7 +166,8 @@ bm25_candidates AS MATERIALIZED (
            AND (CAST(:valid_on AS date) IS NULL
                 OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
     ) both_tiers
-    LIMIT :bm25_max_candidates
+    WHERE NOT (SELECT exact FROM bm25_corpus)
+    LIMIT :bm25_max_candidates)
 ),
 -- tf is the number of positions of the term in the memory's tsvector; setweight + ts_filter cut the
 -- tsvector down to the query's terms before it is unnested (in the select list: no tuplestore per row).

@@ -140,3 +140,33 @@ def test_candidate_cap_takes_memories_with_every_term_first(settings, database_u
     assert [corpus.index(m["id"]) for m in found.memories] == [5]  # the only memory with both terms
     exact = expected_bm25("budget hiking", CORPUS)
     assert found.memories[0]["bm25"] == pytest.approx(exact[5], abs=1e-6)
+
+
+OTHER_GROUP = [f"Budget line {i}: the budget of team {i} for the budget year." for i in range(30)]
+
+
+@pytest.fixture
+def two_groups(database_url, corpus):
+    """CORPUS in group g1 (the ``corpus`` fixture) and 30 budget-heavy memories in group g2."""
+    write(database_url, [memory(text, UNIT, user_id="u99", group_id="g2") for text in OTHER_GROUP])
+    return corpus
+
+
+def test_a_group_filter_scores_with_the_groups_own_statistics(settings, database_url, two_groups):
+    """Within a group of at most bm25_exact_max memories, BM25 is exact with that group's statistics: the
+    other group's 30 budget memories change neither 'budget''s idf nor the mean length. Every memory with a
+    query term is scored, however small the df budget."""
+    tight = settings.model_copy(update={"bm25_df_budget": 1})
+    for query in ("budget review", "budget hiking trip", "北京 budget release"):
+        found = search(tight, database_url, query=query, filters=window(group_id="g1"), top_k=100, mode="bm25")
+        got = {two_groups.index(m["id"]): m["bm25"] for m in found.memories}
+        assert got == pytest.approx(expected_bm25(query, CORPUS), abs=1e-6), query
+
+
+def test_above_the_exact_bound_a_group_is_scored_with_the_tenants_statistics(settings, database_url, two_groups):
+    bounded = settings.model_copy(update={"bm25_exact_max": len(CORPUS) - 1})
+    found = search(bounded, database_url, query="budget review", filters=window(group_id="g1"), top_k=100, mode="bm25")
+    got = {two_groups.index(m["id"]): m["bm25"] for m in found.memories}
+    tenant = expected_bm25("budget review", CORPUS + OTHER_GROUP)
+    assert got == pytest.approx({i: score for i, score in tenant.items() if i < len(CORPUS)}, abs=1e-6)
+    assert got != pytest.approx(expected_bm25("budget review", CORPUS), abs=1e-6)

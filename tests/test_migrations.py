@@ -44,11 +44,13 @@ def test_indexes_the_retrieval_needs_exist(empty_database: str) -> None:
     migrate.upgrade(empty_database, 384)
     with psycopg.connect(empty_database) as conn:
         indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories'"))
-    assert "USING hnsw (embedding vector_cosine_ops)" in indexes["ix_memories_embedding_hnsw"]
-    for memory_type in ("episode", "event_log", "semantic_memory"):  # one partial GIN per type (0002)
+    assert not [name for name in indexes if name == "ix_memories_embedding_hnsw"]  # replaced by 0008
+    for memory_type in ("episode", "event_log", "semantic_memory"):  # one partial HNSW (0008) and GIN (0002) per type
+        where = f"WHERE (memory_type = '{memory_type}'::text)"
         assert (
-            f"USING gin (tsv) WHERE (memory_type = '{memory_type}'::text)" in indexes[f"ix_memories_tsv_{memory_type}"]
+            f"USING hnsw (embedding vector_cosine_ops) {where}" in indexes[f"ix_memories_embedding_hnsw_{memory_type}"]
         )
+        assert f"USING gin (tsv) {where}" in indexes[f"ix_memories_tsv_{memory_type}"]
 
 
 def test_a_database_made_for_another_embedding_size_is_refused(empty_database: str) -> None:

@@ -99,7 +99,7 @@ def test_selective_filter_over_hnsw_still_returns_top_k(settings, database_url):
             await engine.dispose()
 
     plan, found = asyncio.run(run(iterative=True))
-    assert "ix_memories_embedding_hnsw" in plan
+    assert "ix_memories_embedding_hnsw_episode" in plan
     assert [str(r["id"]) for r in found] == exact[:20]
     _, short = asyncio.run(run(iterative=False))
     assert len(short) < 20

@@ -220,13 +220,17 @@ def _memories_table(dimensions: int) -> Table:
         _memcell_fk("CASCADE"),
         CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),
         CheckConstraint("valid_from IS NULL OR valid_to IS NULL OR valid_from <= valid_to", name="validity"),
-        Index(
-            "ix_memories_embedding_hnsw",
-            "embedding",
-            postgresql_using="hnsw",
-            postgresql_ops={"embedding": "vector_cosine_ops"},
+        # One HNSW and one GIN index per memory type (migrations 0008 and 0002): retrieval always filters by type.
+        *(
+            Index(
+                f"ix_memories_embedding_hnsw_{memory_type}",
+                "embedding",
+                postgresql_using="hnsw",
+                postgresql_ops={"embedding": "vector_cosine_ops"},
+                postgresql_where=text(f"memory_type = '{memory_type}'"),
+            )
+            for memory_type in MEMORY_TYPES
         ),
-        # One GIN index per memory type (migration 0002): retrieval always filters by type.
         *(
             Index(
                 f"ix_memories_tsv_{memory_type}",

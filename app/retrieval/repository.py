@@ -39,6 +39,7 @@ class SearchTuning:
     b: float
     bm25_df_budget: int
     bm25_max_candidates: int
+    bm25_exact_max: int
 
 
 def vector_literal(vector: list[float]) -> str:
@@ -76,6 +77,7 @@ def search_parameters(
         "b": tuning.b,
         "bm25_df_budget": tuning.bm25_df_budget,
         "bm25_max_candidates": tuning.bm25_max_candidates,
+        "bm25_exact_max": tuning.bm25_exact_max,
     }
 
 

@@ -126,6 +126,7 @@ def tuning_for(settings: Settings, mode: str, top_k: int) -> SearchTuning:
         b=settings.bm25_b,
         bm25_df_budget=settings.bm25_df_budget,
         bm25_max_candidates=settings.bm25_max_candidates,
+        bm25_exact_max=settings.bm25_exact_max,
     )
 
 
