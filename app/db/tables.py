@@ -227,6 +227,7 @@ def _memories_table(dimensions: int) -> Table:
                 "embedding",
                 postgresql_using="hnsw",
                 postgresql_ops={"embedding": "vector_cosine_ops"},
+                postgresql_with={"m": 32, "ef_construction": 128},
                 postgresql_where=text(f"memory_type = '{memory_type}'"),
             )
             for memory_type in MEMORY_TYPES

@@ -4,7 +4,9 @@ Retrieval always filters by memory type. On one graph of every type, a search fo
 event-log and semantic entries it must skip, and on clustered memories it can settle in a region with no
 episode near the query: unfiltered recall@20 against exact search was 0.79 at 100k memories and 0.54 at 1M.
 A graph per type holds only what the query can return (the GIN indexes are per type for the same reason,
-migration 0002). Building them takes about as long as building the one index did.
+migration 0002), and m = 32, ef_construction = 128 (pgvector's defaults: 16, 64) link the clusters of
+similar memories better: on the 1M benchmark, recall@20 with ef_search 400 went from 0.81 (defaults) to 0.95.
+The price is a slower build (about 3x) and insert; formation inserts a few memories per MemCell.
 
 Revision ID: 0008
 Revises: 0007
@@ -30,6 +32,7 @@ def upgrade() -> None:
             ["embedding"],
             postgresql_using="hnsw",
             postgresql_ops={"embedding": "vector_cosine_ops"},
+            postgresql_with={"m": 32, "ef_construction": 128},
             postgresql_where=f"memory_type = '{memory_type}'",
         )
 
