@@ -10,11 +10,15 @@ What it does, on a fresh embedded PostgreSQL in a temporary directory (deleted a
 2. starts ``memsys serve`` on it and sends the queries through HTTP with 1 and 8 concurrent clients:
    p50/p95/p99 of each mode (rrf, embedding, bm25), without and with a selective group_id filter, with the
    query-embedding time (reported by the server) shown separately;
-3. measures recall@20 of the vector leg as the service runs it against exact search under the same filters;
+3. measures recall@20 of the vector leg as the service runs it against exact search under the same filters,
+   and of the BM25 leg against exact BM25 (same statement and statistics, no candidate bounds); ranks a
+   planted memory with a phrase of its own among the corpus;
 4. times, on the same table and query vectors and at the SQL level, memsys's one-statement hybrid query
    against the canonical pgvector-python RRF query (ts_rank_cd keyword leg) and the original system's
    two-round-trip pipeline (vector query, keyword query, RRF in Python);
-5. saves EXPLAIN (ANALYZE, BUFFERS) plans in docs/explain/ and the figures in benchmarks/results/scale.json.
+5. saves EXPLAIN (ANALYZE, BUFFERS) plans in docs/explain/ and the figures in benchmarks/results/scale.json;
+6. with ``--hnsw-before-after``, last: the vector leg's recall and SQL time on the migrations' HNSW layout
+   beside the old one (one index over every type, pgvector's default build parameters, ef_search 100).
 """
 
 from __future__ import annotations
@@ -420,10 +424,11 @@ def planted_phrase(url: str, engine, settings, embed, now) -> dict:
     return {"phrase": PLANTED, "rank": ranks}
 
 
-def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: int, keep: bool) -> list[dict]:
+def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: int) -> tuple[list[dict], dict]:
     """The vector leg's recall@20 and the SQL time of the embedding and rrf statements, unfiltered and with
     a group filter, on the migrations' HNSW layout and settings ("after") and on the old ones ("before": one
-    index over every type, hnsw_ef_search 100), same table and queries, one run."""
+    index over every type, pgvector's default m and ef_construction, hnsw_ef_search 100), same table and
+    queries, one run. Returns the rows and the migrations' index definitions (``restore_hnsw`` puts them back)."""
     import psycopg
 
     before = settings.model_copy(update={"hnsw_ef_search": 100})
@@ -466,13 +471,20 @@ def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: 
         for name in per_type:
             conn.execute(f"DROP INDEX {name}")
     measure("one HNSW over every type (before)", before)
-    if keep:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("SET maintenance_work_mem = '4GB'")
-            for ddl in per_type.values():
-                conn.execute(ddl)
-            conn.execute("DROP INDEX ix_memories_embedding_hnsw")
-    return rows
+    return rows, per_type
+
+
+def restore_hnsw(url: str, per_type: dict[str, str]) -> None:
+    """Back to the migrations' HNSW layout in a kept database (minutes at 1M)."""
+    import psycopg
+
+    print("restoring the migrations' HNSW indexes in the kept database ...")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET maintenance_work_mem = '4GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")
+        for ddl in per_type.values():
+            conn.execute(ddl)
+        conn.execute("DROP INDEX ix_memories_embedding_hnsw")
 
 
 def explain(engine, settings, queries, now, size: int, directory: Path = EXPLAIN_DIR) -> list[str]:
@@ -548,12 +560,6 @@ def main() -> None:
         recall_rows = recall(engine, settings, queries[: args.recall_queries], now)
         bm25_rows = bm25_recall(engine, settings, queries[: args.recall_queries], now)
         planted = planted_phrase(url, engine, settings, embedder.embed_sync, now)
-        compared = (
-            hnsw_before_after(url, engine, settings, queries, now, args.recall_queries, keep=args.db_dir is not None)
-            if args.hnsw_before_after
-            else []
-        )
-        engine.dispose()
         http_rows = []
         with memsys_server(env={"MEMSYS_DATABASE_URL": url, "MEMSYS_LOG_LEVEL": "WARNING"}) as base_url:
             for clients in [int(c) for c in args.clients.split(",")]:
@@ -562,7 +568,25 @@ def main() -> None:
                         row = asyncio.run(http_run(base_url, queries, mode, grouped, clients))
                         http_rows.append(row)
                         print(f"  http {mode:9s} {row['filter']:8s} clients={clients}: p50 {row['e2e_ms']['p50']} ms")
+        # Last: it changes the indexes under the table.
+        compared, per_type = (
+            hnsw_before_after(url, engine, settings, queries, now, args.recall_queries)
+            if args.hnsw_before_after
+            else ([], {})
+        )
+        engine.dispose()
         timings["total_s"] = round(time.perf_counter() - started, 1)
+        results = {
+            "http": http_rows,
+            "sql": sql_rows,
+            "recall": recall_rows,
+            "bm25_recall": bm25_rows,
+            "planted_phrase": planted,
+            "hnsw_before_after": compared,
+        }
+        path = save(args.name, config, results, out_dir=args.out, extra={"timings": timings, "explain": plans})
+        if per_type and args.db_dir is not None:
+            restore_hnsw(url, per_type)
     finally:
         if server is not None:
             server.cleanup()
@@ -626,20 +650,6 @@ def main() -> None:
             ["layout", "filter", "ef_search", "recall@20", "min", "embedding_p50", "rrf_p50", "rrf_p95"],
         )
     print(f"\nload timings: {timings}\nplans: {plans}\nload average now: {os.getloadavg()}")
-    path = save(
-        args.name,
-        config,
-        {
-            "http": http_rows,
-            "sql": sql_rows,
-            "recall": recall_rows,
-            "bm25_recall": bm25_rows,
-            "planted_phrase": planted,
-            "hnsw_before_after": compared,
-        },
-        out_dir=args.out,
-        extra={"timings": timings, "explain": plans},
-    )
     print(f"saved {path}")
 
 
