@@ -118,11 +118,6 @@ class Settings(BaseSettings):
     bm25_max_candidates: int = 1000
     """At most this many memories are scored by BM25 per query: those with every query term first, then
     those with the rarest terms."""
-    episode_leg_weight: float = 0.0
-    """rrf over event-log entries: weight of the third leg, the rank of the entry's episode among the
-    episodes nearest the query (0: off)."""
-    episode_leg_limit: int = 5
-    """How many nearest episodes (copies of one MemCell counted once) lend their rank to their entries."""
     bm25_exact_max: int = 10000
     """A user or group filter matching at most this many memories makes BM25 exact within them, with their
     own statistics (document count, mean length, document frequencies); above it, the tenant's are used."""
