@@ -72,3 +72,37 @@ def test_downgrade_below_tenants_is_refused_while_other_tenants_exist(empty_data
         conn.execute("DELETE FROM tenants WHERE tenant_id <> 'default'")
     migrate.downgrade(empty_database, 384)
     assert _tables(empty_database) == {"alembic_version"}
+
+
+def test_full_text_matches_can_use_their_gin_index_under_row_level_security(empty_database: str) -> None:
+    """Migration 0009: as the service's role, whom row-level security holds, a rare word is looked up in the
+    GIN index among 3,000 memories; downgraded to 0008, the same query reads the whole table."""
+    migrate.upgrade(empty_database, 384)
+    with psycopg.connect(empty_database) as conn:
+        conn.execute("SET memsys.tenant_id = 'default'")
+        cell = conn.execute(
+            "INSERT INTO memcells (stream_kind, stream_id, start_time, end_time, message_ids, participants, "
+            "boundary_reason, extraction_mode) VALUES ('group', 'g', now(), now(), '{}', '{}', 't', 'offline') "
+            "RETURNING id"
+        ).fetchone()[0]
+        conn.execute(
+            "INSERT INTO memories (memory_type, memcell_id, source_message_ids, content, timestamp, search_tokens, "
+            "embedding, embedding_model) SELECT 'episode', %s, '{}', 'note ' || i, now(), 'note word' || i, "
+            "array_fill(0.1, ARRAY[384])::vector, 'm' FROM generate_series(1, 3000) AS i",
+            (cell,),
+        )
+        conn.execute("ANALYZE memories")
+
+    def plan() -> str:
+        with psycopg.connect(empty_database) as conn:
+            conn.execute("SET ROLE memsys_app")
+            conn.execute("SET memsys.tenant_id = 'default'")
+            rows = conn.execute(
+                "EXPLAIN SELECT id FROM memories WHERE memory_type = 'episode' AND tsv @@ to_tsquery('simple', 'word7')"
+            ).fetchall()
+        return "\n".join(row[0] for row in rows)
+
+    assert "ix_memories_tsv_episode" in plan()
+    migrate.downgrade(empty_database, 384, "0008")
+    assert "ix_memories_tsv_episode" not in plan() and "Seq Scan on memories" in plan()
+    migrate.upgrade(empty_database, 384)
