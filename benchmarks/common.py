@@ -149,11 +149,15 @@ def _free_port() -> int:
 
 @contextmanager
 def memsys_server(
-    base_url: str | None = None, env: dict[str, str] | None = None, root: Path = ROOT, data_dir: Path | None = None
+    base_url: str | None = None,
+    env: dict[str, str] | None = None,
+    root: Path = ROOT,
+    data_dir: Path | None = None,
+    log: Path | None = None,
 ) -> Iterator[str]:
     """Yield the base URL of a memsys to drive: ``base_url`` as given, or a ``memsys serve`` of our own (the
     code in ``root``) on a fresh embedded database in ``data_dir`` or a temporary directory (stopped, and a
-    temporary directory deleted, afterwards)."""
+    temporary directory deleted, afterwards). ``log``: a file for its output instead of ours."""
     if base_url:
         yield base_url.rstrip("/")
         return
@@ -169,8 +173,13 @@ def memsys_server(
             **(env or {}),
         }
         child_env.pop("MEMSYS_DATABASE_URL", None) if "MEMSYS_DATABASE_URL" not in (env or {}) else None
+        output = open(log, "ab") if log else None  # noqa: SIM115 (closed in finally)
         process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=child_env, cwd=root
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+            env=child_env,
+            cwd=root,
+            stdout=output,
+            stderr=subprocess.STDOUT if output else None,
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -195,3 +204,5 @@ def memsys_server(
             from app.db.embedded import stop_embedded
 
             stop_embedded(data)  # the server must not outlive its data directory
+            if output:
+                output.close()

@@ -66,6 +66,8 @@ class Question:
     question: str
     evidence: list[str]
     category: int
+    answer: str = ""
+    """The gold answer (for benchmarks that grade a reader's answer, e.g. ``benchmarks/local_llm.py``)."""
 
 
 @dataclass
@@ -115,7 +117,7 @@ def load_conversations(path: Path, limit_conversations: int | None = None) -> li
         for qa in sample.get("qa", []):
             evidence = clean_evidence(qa.get("evidence", []), known)
             if qa.get("category") in CATEGORIES and evidence:
-                questions.append(Question(qa["question"], evidence, qa["category"]))
+                questions.append(Question(qa["question"], evidence, qa["category"], str(qa.get("answer", ""))))
         conversations.append(
             Conversation(sample["sample_id"], (body["speaker_a"], body["speaker_b"]), turns, questions)
         )
@@ -200,10 +202,15 @@ class Variant:
 
 
 async def ask_memsys(
-    base_url: str, conversations: list[Conversation], llm: dict | None, concurrency: int
+    base_url: str,
+    conversations: list[Conversation],
+    llm: dict | None,
+    concurrency: int,
+    metadata: dict[Variant, dict[int, dict]] | None = None,
 ) -> tuple[dict[Variant, list[list[Retrieved]]], list[float]]:
     """Every question through retrieve_lightweight (and retrieve_agentic with ``llm``): the ranked memories
-    per variant in question order, and each request's latency in ms."""
+    per variant in question order, and each request's latency in ms. ``metadata``, when given, receives each
+    answer's ``metadata`` by variant and question position (e.g. whether agentic retrieval fell back)."""
     jobs: list[tuple[Variant, int, str, dict]] = []
     index = 0
     for conversation in conversations:
@@ -234,6 +241,8 @@ async def ask_memsys(
                 started = time.perf_counter()
                 payload = await _post(client, f"/api/v3/agentic/{endpoint}", body)
                 latencies.append((time.perf_counter() - started) * 1000)
+            if metadata is not None:
+                metadata.setdefault(variant, {})[position] = payload["result"].get("metadata") or {}
             ranked[variant][position] = [
                 Retrieved(m["content"], frozenset(m.get("source_message_ids") or []))
                 for m in payload["result"]["memories"]
