@@ -73,6 +73,8 @@ class Settings(BaseSettings):
         default=60.0, validation_alias=AliasChoices("MEMSYS_LLM_TIMEOUT_SECONDS", "MEMSYS_LLM_TIMEOUT_S")
     )
     """Each LLM call (and rerank call) gives up after this long; then it is retried."""
+    llm_max_tokens: int = Field(default=4096, ge=16)
+    """Most tokens an LLM answer may have (``max_tokens`` of every call that sets no smaller bound)."""
     llm_max_retries: int = 2
     """Retries of a failed LLM call (timeout, 429, 5xx, unusable answer) before the caller gets an error."""
     llm_retry_backoff_s: float = 1.0

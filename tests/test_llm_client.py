@@ -59,6 +59,19 @@ def test_retries_then_succeeds_and_sends_model_and_key(fake_llm: FakeLLM) -> Non
     first, second = fake_llm.chat_requests
     assert second.body["model"] == "server-model"
     assert second.headers["authorization"] == "Bearer server-key"
+    assert second.body["max_tokens"] == 4096  # always bounded (a local server would otherwise fill its context)
+
+
+def test_a_caller_bound_on_the_answer_is_sent_and_the_setting_applies_otherwise(fake_llm: FakeLLM) -> None:
+    from app.settings import Settings
+
+    client = LLMClient.from_settings(
+        Settings(llm_api_key="k", llm_base_url=fake_llm.base_url, llm_model="m", llm_max_tokens=700)
+    )
+    fake_llm.queue('{"a": 1}', '{"a": 2}')
+    assert run(client.complete_json(ASK)) == {"a": 1}
+    assert run(client.complete_json(ASK, max_tokens=50)) == {"a": 2}
+    assert [request.body["max_tokens"] for request in fake_llm.chat_requests] == [700, 50]
 
 
 def test_per_call_config_overrides_the_server_and_its_key_is_not_logged(

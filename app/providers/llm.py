@@ -105,8 +105,10 @@ class LLMClient:
         max_retries: int = 2,
         backoff_s: float = 1.0,
         temperature: float = 0.2,
+        max_tokens: int = 4096,
     ) -> None:
         self.default = default
+        self.max_tokens = max_tokens
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -120,6 +122,7 @@ class LLMClient:
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
             backoff_s=settings.llm_retry_backoff_s,
+            max_tokens=settings.llm_max_tokens,
         )
 
     @property
@@ -242,7 +245,9 @@ class LLMClient:
                 model=model,
                 messages=messages,
                 temperature=self.temperature,
-                max_tokens=max_tokens,
+                # Always bounded: a server such as llama.cpp's generates until its context is full without it,
+                # and keeps generating after a timed-out client has gone.
+                max_tokens=max_tokens or self.max_tokens,
                 **({"tools": tools} if tools else {}),
             )
         except openai.APITimeoutError as exc:
