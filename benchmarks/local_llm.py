@@ -59,7 +59,6 @@ from benchmarks.llama_runtime import (
 )
 from benchmarks.locomo import (
     CATEGORIES,
-    TOP_K_ASKED,
     Conversation,
     Question,
     Variant,
@@ -68,6 +67,7 @@ from benchmarks.locomo import (
     ask_memsys,
     ingest,
     load_conversations,
+    question_body,
     score,
 )
 
@@ -233,16 +233,7 @@ def memsys_contexts(base_url: str, conversation: Conversation, questions: list[Q
         async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
             out = []
             for question in questions:
-                body = {
-                    "query": question.question,
-                    "group_id": conversation.sample_id,
-                    "top_k": TOP_K_ASKED,
-                    "memory_scope": "group",
-                    "current_time": conversation.asked_on.isoformat(),
-                    "time_range_days": 36500,
-                    "retrieval_mode": "rrf",
-                    "data_source": "event_log",
-                }
+                body = {**question_body(conversation, question), "retrieval_mode": "rrf", "data_source": "event_log"}
                 memories = (await _post(client, "/api/v3/agentic/retrieve_lightweight", body))["result"]["memories"]
                 out.append(
                     [

@@ -201,6 +201,18 @@ class Variant:
     data_source: str
 
 
+def question_body(conversation: Conversation, question: Question) -> dict:
+    """A retrieval request for a question: the conversation's group, asked when the conversation ended."""
+    return {
+        "query": question.question,
+        "group_id": conversation.sample_id,
+        "top_k": TOP_K_ASKED,
+        "memory_scope": "group",
+        "current_time": conversation.asked_on.isoformat(),
+        "time_range_days": 36500,
+    }
+
+
 async def ask_memsys(
     base_url: str,
     conversations: list[Conversation],
@@ -215,14 +227,7 @@ async def ask_memsys(
     index = 0
     for conversation in conversations:
         for question in conversation.questions:
-            base = {
-                "query": question.question,
-                "group_id": conversation.sample_id,
-                "top_k": TOP_K_ASKED,
-                "memory_scope": "group",
-                "current_time": conversation.asked_on.isoformat(),
-                "time_range_days": 36500,
-            }
+            base = question_body(conversation, question)
             for mode in MODES:
                 for source in SOURCES:
                     body = {**base, "retrieval_mode": mode, "data_source": source}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
@@ -55,12 +56,7 @@ async def reembed(
                 async with owner.begin() as conn:
                     counts = await _with_new_dimensions(conn, redo, tenants, bar)
             else:
-                counts = {}
-                for tenant in tenants:
-                    counts[tenant] = 0
-                    while n := await redo.next_batch(owner, tenant):
-                        counts[tenant] += n
-                        bar.update(n)
+                counts = await _every_tenant(tenants, lambda tenant: redo.next_batch(owner, tenant), bar)
     finally:
         await owner.dispose()
     return {
@@ -76,16 +72,22 @@ async def _with_new_dimensions(conn: AsyncConnection, redo: Redo, tenants: list[
     for name, _ in indexes:
         await conn.execute(text(f'DROP INDEX "{name}"'))
     await conn.execute(text("ALTER TABLE memories ALTER COLUMN embedding TYPE vector"))
-    counts = {}
-    for tenant in tenants:
-        counts[tenant] = 0
-        while n := await redo.batch(conn, tenant):
-            counts[tenant] += n
-            bar.update(n)
+    counts = await _every_tenant(tenants, lambda tenant: redo.batch(conn, tenant), bar)
     await scope.leave(conn)
     await conn.execute(text(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(redo.dimensions)})"))
     for _, definition in indexes:
         await conn.execute(text(definition))
+    return counts
+
+
+async def _every_tenant(tenants: list[str], batch: Callable[[str], Awaitable[int]], bar: tqdm) -> dict[str, int]:
+    """Run ``batch`` for each tenant until it does nothing; how many memories each tenant had."""
+    counts = {}
+    for tenant in tenants:
+        counts[tenant] = 0
+        while n := await batch(tenant):
+            counts[tenant] += n
+            bar.update(n)
     return counts
 
 
