@@ -51,11 +51,17 @@ def tenant_of(conn: AsyncConnection) -> str | None:
 
 async def enter(conn: AsyncConnection, tenant: str, *, as_service: bool = False) -> None:
     """Move the rest of an owner's transaction into ``tenant`` (export and import span tenants in one).
-    ``as_service``: also as the service's role, so that row-level security holds reads and updates even when
-    the owner is a superuser (who bypasses it); ``leave`` returns to the owner."""
-    if as_service:
+    ``as_service``: make row-level security hold reads and updates too: when the login bypasses it (a
+    superuser, or BYPASSRLS), the rest of the transaction runs as the service's role (``leave`` returns to
+    the owner); an owner without those is held already (the tables FORCE row-level security)."""
+    if as_service and await _bypasses_row_security(conn):
         await conn.exec_driver_sql(f"SET LOCAL ROLE {SERVICE_ROLE}")
     await conn.exec_driver_sql(_set_local(tenant))
+
+
+async def _bypasses_row_security(conn: AsyncConnection) -> bool:
+    result = await conn.exec_driver_sql("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
+    return bool(result.scalar())
 
 
 async def leave(conn: AsyncConnection) -> None:
