@@ -355,15 +355,17 @@ def recall(engine, settings, queries, now) -> list[dict]:
                     )
                 if exact:
                     values.append(len(set(approximate) & set(exact)) / len(exact))
-            out.append(
-                {
-                    "filter": "group_id" if grouped else "none",
-                    "recall_at_20": round(float(np.mean(values)), 4),
-                    "min": round(float(np.min(values)), 4),
-                    "queries": len(values),
-                }
-            )
+            out.append(_recall_row(grouped, values))
     return out
+
+
+def _recall_row(grouped: bool, values: list[float]) -> dict:
+    return {
+        "filter": "group_id" if grouped else "none",
+        "recall_at_20": round(float(np.mean(values)), 4) if values else None,
+        "min": round(float(np.min(values)), 4) if values else None,
+        "queries": len(values),
+    }
 
 
 def bm25_recall(engine, settings, queries, now) -> list[dict]:
@@ -382,15 +384,7 @@ def bm25_recall(engine, settings, queries, now) -> list[dict]:
                 if exact:
                     floor = exact[-1]["bm25"] - 1e-9
                     values.append(min(len(exact), sum(1 for r in found if r["bm25"] >= floor)) / len(exact))
-            out.append(
-                {
-                    "filter": "group_id" if grouped else "none",
-                    "recall_at_20": round(float(np.mean(values)), 4) if values else None,
-                    "min": round(float(np.min(values)), 4) if values else None,
-                    "queries": len(values),
-                    "exact_ms_p50": percentiles(exact_ms)["p50"],
-                }
-            )
+            out.append({**_recall_row(grouped, values), "exact_ms_p50": percentiles(exact_ms)["p50"]})
     return out
 
 
@@ -402,7 +396,8 @@ def planted_phrase(url: str, engine, settings, embed, now) -> dict:
     by rrf, with no filter (removed afterwards)."""
     import psycopg
 
-    vector = repository.vector_literal(list(map(float, embed([PLANTED])[0])))
+    q = Query(PLANTED, list(map(float, embed([PLANTED])[0])), "group1", "episode")
+    vector = repository.vector_literal(q.vector)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET memsys.tenant_id = 'default'")
         planted = conn.execute(
@@ -412,7 +407,6 @@ def planted_phrase(url: str, engine, settings, embed, now) -> dict:
             (PLANTED, now - timedelta(hours=1), search_tokens(PLANTED), vector, scale_corpus.EMBEDDING_MODEL),
         ).fetchone()[0]
     try:
-        q = Query(PLANTED, list(map(float, embed([PLANTED])[0])), "group1", "episode")
         ranks = {}
         with engine.connect() as conn:
             for mode in ("bm25", "rrf"):
@@ -455,18 +449,11 @@ def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: 
                 }
             )
 
-    def indexes(conn) -> dict[str, str]:
-        return dict(
-            conn.execute(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories' AND indexdef LIKE '%hnsw%'"
-            ).fetchall()
-        )
-
     measure("one HNSW per memory type (migration 0008)", settings)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET maintenance_work_mem = '4GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
-        per_type = indexes(conn)
+        per_type = dict(conn.execute(named_query("vector_indexes")).fetchall())
         conn.execute("CREATE INDEX ix_memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)")
         for name in per_type:
             conn.execute(f"DROP INDEX {name}")

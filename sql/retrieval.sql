@@ -106,9 +106,9 @@ bm25_corpus AS MATERIALIZED (
     LEFT JOIN bm25_corpus_stats c ON c.memory_type = :memory_type
 ),
 bm25_terms AS MATERIALIZED (
-    SELECT t.term, t.df, ln(1 + (c.doc_count - t.df + 0.5) / (t.df + 0.5)) AS idf
+    SELECT t.term, t.df, ln(1 + (t.doc_count - t.df + 0.5) / (t.df + 0.5)) AS idf
     FROM (
-        SELECT q.term,
+        SELECT q.term, c.doc_count,
                CASE WHEN c.exact
                     THEN (SELECT count(*) FROM bm25_scope s WHERE s.tsv @@ to_tsquery('simple', quote_literal(q.term)))
                     ELSE (SELECT s.df FROM bm25_term_stats s WHERE s.memory_type = :memory_type AND s.term = q.term)
@@ -116,7 +116,6 @@ bm25_terms AS MATERIALIZED (
         FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, '')))) AS term) q
         CROSS JOIN bm25_corpus c
     ) t
-    CROSS JOIN bm25_corpus c
     WHERE t.df > 0
 ),
 -- Without exactness, candidates come from the GIN index, at most :bm25_max_candidates of them, best first:

@@ -74,7 +74,9 @@ async def _with_new_dimensions(conn: AsyncConnection, redo: Redo, tenants: list[
     await conn.execute(text("ALTER TABLE memories ALTER COLUMN embedding TYPE vector"))
     counts = await _every_tenant(tenants, lambda tenant: redo.batch(conn, tenant), bar)
     await scope.leave(conn)
-    await conn.execute(text(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(redo.dimensions)})"))
+    await conn.execute(
+        text(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(redo.embedder.dimensions)})")
+    )
     for _, definition in indexes:
         await conn.execute(text(definition))
     return counts
@@ -98,7 +100,6 @@ class Redo:
         self.embedder = embedder
         self.all_rows = all_rows
         self.batch_size = batch_size
-        self.dimensions = embedder.dimensions
         self.after: dict[str, UUID] = {}
 
     def _parameters(self, tenant: str) -> dict[str, Any]:

@@ -92,7 +92,6 @@ class Record:
     type: str
     tenant_id: str
     values: dict[str, Any]
-    embedding_model: str | None = None
 
 
 def read(lines: Iterator[str]) -> Iterator[Record | dict[str, Any]]:
@@ -170,7 +169,7 @@ def _record(kind: str, tenant: str, data: dict[str, Any], number: int) -> Record
     unknown = set(data) - {c.name for c in table.columns} - {"type", "tenant_id"}
     if unknown:
         raise DumpError(f"line {number}: {kind} has unknown fields {sorted(unknown)}")
-    return Record(kind, tenant, values, values.get("embedding_model"))
+    return Record(kind, tenant, values)
 
 
 def _typed(column: Column, value: Any) -> Any:

@@ -141,8 +141,8 @@ async def _write(runtime: Runtime, conn, batch: list[dump.Record], counts: dict[
         dimensions = runtime.settings.embedding_dimensions
         stale = [
             row
-            for record, row in zip(batch, rows, strict=True)
-            if record.embedding_model != runtime.embedder.name or len(row["embedding"]) != dimensions
+            for row in rows
+            if row["embedding_model"] != runtime.embedder.name or len(row["embedding"]) != dimensions
         ]
         if stale:
             # Title and content: the neighbouring turns an offline event-log entry is embedded with are in
