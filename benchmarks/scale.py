@@ -225,6 +225,7 @@ async def http_run(base_url: str, queries: list[Query], mode: str, grouped: bool
 # ---------------------------------------------------------------------------------------------- SQL level
 def _parameters(settings: Settings, q: Query, grouped: bool, now, mode: str, top_k: int) -> dict:
     return repository.search_parameters(
+        tenant="default",
         mode=mode,
         query_vector=q.vector if mode != "bm25" else None,
         embedding_model=scale_corpus.EMBEDDING_MODEL,
@@ -237,11 +238,7 @@ def _parameters(settings: Settings, q: Query, grouped: bool, now, mode: str, top
 
 
 def _configure(conn, settings: Settings, mode: str, top_k: int) -> None:
-    tuning = service.tuning_for(settings, mode, top_k)
-    conn.execute(
-        text(named_query("configure_search")),
-        {"ef_search": tuning.ef_search, "max_scan_tuples": tuning.max_scan_tuples},
-    )
+    conn.exec_driver_sql(repository.search_settings(service.tuning_for(settings, mode, top_k)))
 
 
 def ours(conn, settings: Settings, q: Query, grouped: bool, now, mode: str = "rrf", top_k: int = 20):

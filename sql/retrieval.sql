@@ -35,16 +35,17 @@
 -- prints exactly that script for a request (the query embedded by the configured model) and runs it.
 
 -- name: configure_search
--- Session settings for the next statement of this transaction (SET LOCAL semantics): a filtered HNSW scan
--- keeps going (iterative scan) until the leg's LIMIT is met, with a candidate list as long as that LIMIT;
--- each request is planned with its own parameter values (so a NULL filter folds away and a selective
--- user/group filter can pick the btree index); JIT compilation would cost more than the query.
-SELECT
-    set_config('hnsw.ef_search', CAST(:ef_search AS text), true),
-    set_config('hnsw.iterative_scan', 'relaxed_order', true),
-    set_config('hnsw.max_scan_tuples', CAST(:max_scan_tuples AS text), true),
-    set_config('plan_cache_mode', 'force_custom_plan', true),
-    set_config('jit', 'off', true);
+-- Settings for the rest of this transaction: a filtered HNSW scan keeps going (iterative scan) until the leg's
+-- LIMIT is met, with a candidate list as long as that LIMIT; each request is planned with its own parameter
+-- values (so a NULL filter folds away and a selective user/group filter can pick the btree index); JIT
+-- compilation would cost more than the query. SET LOCAL rather than set_config: on Citus, SET LOCAL also reaches
+-- the workers' sessions of the transaction, where the index scans run (migration 0011). SET takes no bind
+-- parameters: app.retrieval.repository.search_settings writes the two numbers in.
+SET LOCAL hnsw.ef_search = :ef_search;
+SET LOCAL hnsw.iterative_scan = relaxed_order;
+SET LOCAL hnsw.max_scan_tuples = :max_scan_tuples;
+SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL jit = off;
 
 -- name: hybrid_search
 -- One statement for the three modes: a leg runs when its input is given (:embedding for the vector leg,
@@ -55,11 +56,16 @@ SELECT
 --                    ranked first by both legs;
 --   vector leg only: cosine similarity, clipped at 0;
 --   BM25 leg only:   BM25 divided by the query's largest possible BM25, sum over its terms of idf * (k1 + 1).
+--
+-- Every table read names the tenant (:tenant_id, the transaction's own) although row-level security already
+-- holds it: on Citus that makes the statement one single-shard task on the worker that has the tenant's shards
+-- (with row-level security alone it would go to every shard).
 WITH
 vector_hits AS MATERIALIZED (
     SELECT m.id, m.embedding <=> CAST(:embedding AS vector) AS distance
     FROM memories m
     WHERE CAST(:embedding AS vector) IS NOT NULL
+      AND m.tenant_id = :tenant_id
       AND m.embedding_model = :embedding_model  -- vectors of two models are never compared
       AND m.memory_type = :memory_type
       AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
@@ -86,7 +92,8 @@ vector_leg AS (
 bm25_scope AS MATERIALIZED (
     SELECT m.id, m.doc_len, m.tsv
     FROM memories m
-    WHERE (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
+    WHERE m.tenant_id = :tenant_id
+      AND (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
       AND coalesce(:query_tokens, '') <> ''
       AND m.memory_type = :memory_type
       AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
@@ -103,7 +110,7 @@ bm25_corpus AS MATERIALIZED (
     FROM (SELECT count(*) BETWEEN 1 AND :bm25_exact_max AS exact, count(*) AS doc_count,
                  coalesce(sum(doc_len), 0) AS total_len
           FROM bm25_scope) local
-    LEFT JOIN bm25_corpus_stats c ON c.memory_type = :memory_type
+    LEFT JOIN bm25_corpus_stats c ON c.tenant_id = :tenant_id AND c.memory_type = :memory_type
 ),
 bm25_terms AS MATERIALIZED (
     SELECT t.term, t.df, ln(1 + (t.doc_count - t.df + 0.5) / (t.df + 0.5)) AS idf
@@ -111,7 +118,8 @@ bm25_terms AS MATERIALIZED (
         SELECT q.term, c.doc_count,
                CASE WHEN c.exact
                     THEN (SELECT count(*) FROM bm25_scope s WHERE s.tsv @@ to_tsquery('simple', quote_literal(q.term)))
-                    ELSE (SELECT s.df FROM bm25_term_stats s WHERE s.memory_type = :memory_type AND s.term = q.term)
+                    ELSE (SELECT s.df FROM bm25_term_stats s
+                          WHERE s.tenant_id = :tenant_id AND s.memory_type = :memory_type AND s.term = q.term)
                END AS df
         FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, '')))) AS term) q
         CROSS JOIN bm25_corpus c
@@ -147,6 +155,7 @@ bm25_candidates AS MATERIALIZED (
         (SELECT m.id, m.doc_len, m.tsv
          FROM memories m
          WHERE m.tsv @@ (SELECT all_terms FROM bm25_query)
+           AND m.tenant_id = :tenant_id
            AND m.memory_type = :memory_type
            AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
            AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
@@ -158,6 +167,7 @@ bm25_candidates AS MATERIALIZED (
          FROM memories m
          WHERE m.tsv @@ (SELECT rare_terms FROM bm25_query)
            AND NOT m.tsv @@ (SELECT all_terms FROM bm25_query)
+           AND m.tenant_id = :tenant_id
            AND m.memory_type = :memory_type
            AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
            AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
@@ -211,5 +221,5 @@ SELECT
     (SELECT count(*) FROM vector_leg) AS emb_count,
     (SELECT count(*) FROM bm25_leg) AS bm25_count
 FROM fused f
-JOIN memories m ON m.id = f.id
+JOIN memories m ON m.tenant_id = :tenant_id AND m.id = f.id
 ORDER BY f.rrf DESC, f.id;

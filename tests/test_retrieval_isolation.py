@@ -76,7 +76,7 @@ def test_selective_filter_over_hnsw_still_returns_top_k(settings, database_url):
     query_vector = _unit(rng.normal(size=384))
     filters = window(group_id="rare")
     parameters = repository.search_parameters(
-        mode="embedding", query_vector=query_vector, embedding_model=MODEL, query_tokens="", filters=filters,
+        tenant="default", mode="embedding", query_vector=query_vector, embedding_model=MODEL, query_tokens="", filters=filters,
         top_k=20, radius=None,
         tuning=service.tuning_for(settings, "embedding", 20),
     )  # fmt: skip

@@ -70,7 +70,7 @@ def _tenant_id() -> Column:
     )
 
 
-def _memcell_fk(ondelete: str) -> ForeignKeyConstraint:
+def _memcell_fk(ondelete: str | None = None) -> ForeignKeyConstraint:
     return ForeignKeyConstraint(["tenant_id", "memcell_id"], ["memcells.tenant_id", "memcells.id"], ondelete=ondelete)
 
 
@@ -163,7 +163,7 @@ messages = Table(
     Column("flush_requested", Boolean, nullable=False, server_default=text("false")),
     Column("memcell_id", Uuid, nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    _memcell_fk("SET NULL (memcell_id)"),
+    _memcell_fk(),  # forget detaches a MemCell's messages and profiles before deleting it (migration 0010)
     UniqueConstraint("tenant_id", "stream_kind", "stream_id", "message_id"),
     CheckConstraint("stream_kind IN ('group', 'personal')", name="stream_kind"),
     CheckConstraint("status IN ('pending', 'processed')", name="status"),
@@ -282,7 +282,7 @@ profiles = Table(
     Column("source", Text, nullable=False),
     Column("memcell_id", Uuid, nullable=True),
     _created_at(),
-    _memcell_fk("SET NULL (memcell_id)"),
+    _memcell_fk(),  # forget detaches a MemCell's messages and profiles before deleting it (migration 0010)
     UniqueConstraint("tenant_id", "user_id", "group_id", "version", postgresql_nulls_not_distinct=True),
     CheckConstraint("source IN ('llm', 'derived')", name="source"),
 )

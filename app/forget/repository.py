@@ -45,10 +45,12 @@ async def other_messages_of(conn: AsyncConnection, memcell_ids: Sequence[UUID], 
 
 
 async def delete_memcells(conn: AsyncConnection, ids: Sequence[UUID]) -> dict[str, int]:
-    """Delete the MemCells, their memories (ON DELETE CASCADE) and the profile versions they produced."""
+    """Delete the MemCells, their memories (ON DELETE CASCADE) and the profile versions they produced; their
+    messages stay, detached (``memcell_id`` NULL)."""
     if not ids:
         return {"memcells": 0, "memories": 0, "profiles": 0}
     ids = list(ids)
+    await conn.execute(update(messages).where(messages.c.memcell_id.in_(ids)).values(memcell_id=None))
     count = select(func.count()).select_from(memories).where(memories.c.memcell_id.in_(ids))
     memory_count = (await conn.execute(count)).scalar_one()
     profile_count = await _delete(conn, profiles, profiles.c.memcell_id.in_(ids))

@@ -59,6 +59,7 @@ def script(
     mode = request.retrieval_mode
     tuning = service.tuning_for(settings, mode, request.top_k)
     parameters = repository.search_parameters(
+        tenant=check_tenant_id(tenant),
         mode=mode,
         query_vector=query_vector if mode != "bm25" else None,
         embedding_model=embedder_name(settings),
@@ -68,13 +69,12 @@ def script(
         radius=request.radius,
         tuning=tuning,
     )
-    parameters.update(ef_search=tuning.ef_search, max_scan_tuples=tuning.max_scan_tuples)
     lines = [psql_set(name, value) for name, value in parameters.items()]
     lines += [
         "BEGIN;",
         f"SET LOCAL ROLE {SERVICE_ROLE};",
         f"SET LOCAL {TENANT_SETTING} = {sql_literal(check_tenant_id(tenant))};",
-        query("configure_search") + ";",
+        repository.search_settings(tuning),
         query("hybrid_search"),
         "COMMIT;",
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -48,6 +50,7 @@ def vector_literal(vector: list[float]) -> str:
 
 def search_parameters(
     *,
+    tenant: str,
     mode: str,
     query_vector: list[float] | None,
     embedding_model: str,
@@ -57,8 +60,10 @@ def search_parameters(
     radius: float | None,
     tuning: SearchTuning,
 ) -> dict[str, Any]:
-    """The bind parameters of ``hybrid_search`` (also what ``explain`` prints)."""
+    """The bind parameters of ``hybrid_search`` (also what ``explain`` prints). ``tenant`` is the transaction's:
+    the statement names it for Citus's routing; row-level security holds the tenant anyway."""
     return {
+        "tenant_id": tenant,
         "retrieval_mode": mode,
         "embedding": vector_literal(query_vector) if query_vector is not None else None,
         "embedding_model": embedding_model,
@@ -81,12 +86,15 @@ def search_parameters(
     }
 
 
+def search_settings(tuning: SearchTuning) -> str:
+    """The ``configure_search`` statements with the tuning's numbers written in (SET takes no bind parameters)."""
+    numbers = {"ef_search": int(tuning.ef_search), "max_scan_tuples": int(tuning.max_scan_tuples)}
+    return re.sub(r":(ef_search|max_scan_tuples)\b", lambda match: str(numbers[match[1]]), query("configure_search"))
+
+
 async def configure_search(conn: AsyncConnection, tuning: SearchTuning) -> None:
     """SET LOCAL the HNSW and planner settings for the rest of this transaction."""
-    await conn.execute(
-        text(query("configure_search")),
-        {"ef_search": tuning.ef_search, "max_scan_tuples": tuning.max_scan_tuples},
-    )
+    await conn.exec_driver_sql(search_settings(tuning))
 
 
 async def hybrid_search(conn: AsyncConnection, parameters: dict[str, Any]) -> list[dict[str, Any]]:

@@ -153,6 +153,7 @@ async def search(
     # jieba segments the query in Python: off the event loop.
     tokens = await run_off_loop(search_tokens, query) if mode != "embedding" else ""
     parameters = repository.search_parameters(
+        tenant=runtime.tenant,
         mode=mode,
         query_vector=query_vector if mode != "bm25" else None,
         embedding_model=embedder_name(runtime.settings),
