@@ -88,6 +88,12 @@ def _drop_own_objects(url: str) -> None:
                 conn.execute(f"DROP {kind} IF EXISTS {', '.join(names)} CASCADE")
 
 
+@pytest.fixture(scope="session")
+def on_citus(database_url: str) -> bool:
+    """Whether the suite runs on a Citus coordinator (where some refusals come earlier, with other errors)."""
+    return _has_citus(database_url)
+
+
 def _has_citus(url: str) -> bool:
     with psycopg.connect(url) as conn:
         return conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is not None

@@ -113,7 +113,7 @@ def assert_each_message_in_one_memcell(database_url: str, expected_ids: set[str]
     assert pending == []
     linked = rows(
         database_url,
-        "SELECT m.message_id FROM messages m JOIN memcells c ON c.id = m.memcell_id "
+        "SELECT m.message_id FROM messages m JOIN memcells c ON c.tenant_id = m.tenant_id AND c.id = m.memcell_id "
         "WHERE m.message_id = ANY(c.message_ids)",
     )
     assert {r["message_id"] for r in linked} == expected_ids

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -17,7 +17,8 @@ async def upsert(conn: AsyncConnection, record: dict[str, Any]) -> dict[str, Any
     replaced = {key: statement.excluded[key] for key in record if key not in ("group_id", "created_at")}
     statement = statement.on_conflict_do_update(
         index_elements=[conversation_meta.c.tenant_id, conversation_meta.c.group_id],
-        set_={**replaced, "updated_at": func.now()},
+        # The proposed row's updated_at, its default now(): Citus takes no function in DO UPDATE SET.
+        set_={**replaced, "updated_at": statement.excluded.updated_at},
     ).returning(*conversation_meta.c)
     return dict((await conn.execute(statement)).mappings().one())
 
