@@ -75,13 +75,22 @@ def _drop_own_objects(url: str) -> None:
     not_extension = "NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = o.oid AND d.deptype = 'e')"
     with psycopg.connect(url, autocommit=True) as conn:
         for kind, listing in (
-            ("TABLE", f"SELECT o.oid::regclass::text FROM pg_class o WHERE o.relkind IN ('r', 'p') AND "
-             f"o.relnamespace = 'public'::regnamespace AND {not_extension}"),
-            ("FUNCTION", f"SELECT o.oid::regprocedure::text FROM pg_proc o WHERE "
-             f"o.pronamespace = 'public'::regnamespace AND {not_extension}"),
-            ("TYPE", f"SELECT o.oid::regtype::text FROM pg_type o WHERE o.typnamespace = 'public'::regnamespace "
-             f"AND o.typtype IN ('e', 'c', 'd') AND (o.typrelid = 0 OR o.typrelid IN "
-             f"(SELECT oid FROM pg_class WHERE relkind = 'c')) AND {not_extension}"),
+            (
+                "TABLE",
+                f"SELECT o.oid::regclass::text FROM pg_class o WHERE o.relkind IN ('r', 'p') AND "
+                f"o.relnamespace = 'public'::regnamespace AND {not_extension}",
+            ),
+            (
+                "FUNCTION",
+                f"SELECT o.oid::regprocedure::text FROM pg_proc o WHERE "
+                f"o.pronamespace = 'public'::regnamespace AND {not_extension}",
+            ),
+            (
+                "TYPE",
+                f"SELECT o.oid::regtype::text FROM pg_type o WHERE o.typnamespace = 'public'::regnamespace "
+                f"AND o.typtype IN ('e', 'c', 'd') AND (o.typrelid = 0 OR o.typrelid IN "
+                f"(SELECT oid FROM pg_class WHERE relkind = 'c')) AND {not_extension}",
+            ),
         ):
             names = [row[0] for row in conn.execute(listing)]
             if names:

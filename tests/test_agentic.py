@@ -13,6 +13,9 @@ from app.settings import Settings
 from tests.fake_llm import Reply
 from tests.retrieval_support import memory, write
 
+# Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
+pytestmark = pytest.mark.citus
+
 URL = "/api/v3/agentic/retrieve_agentic"
 TODAY = datetime(2025, 1, 15, 12, tzinfo=UTC)  # a Wednesday
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from litestar.testing import TestClient
+
+# Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
+pytestmark = pytest.mark.citus
 
 META = "/api/v3/agentic/conversation-meta"
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from litestar.testing import TestClient
 
 from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, conversation, message, rows, wait_for
 from tests.tenancy_support import bearer, create_key
+
+# Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
+pytestmark = pytest.mark.citus
 
 MEMORIES = "/api/v3/agentic/memories"
 

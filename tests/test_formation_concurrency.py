@@ -19,6 +19,9 @@ from tests.fake_llm import FakeLLM, Reply
 from tests.formation_helpers import START, assert_each_message_in_one_memcell, rows, wait_for
 from tests.test_formation_llm import EXTRACTED, PROFILES, SAME_EPISODE
 
+# Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
+pytestmark = pytest.mark.citus
+
 GROUP = "group_concurrent"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from litestar.testing import TestClient
 
 from app.settings import Settings
@@ -19,6 +20,9 @@ from tests.formation_helpers import (
     rows,
     wait_for,
 )
+
+# Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
+pytestmark = pytest.mark.citus
 
 
 def test_conversation_then_flush_leaves_episodes_event_logs_and_profiles(client: TestClient, database_url: str):

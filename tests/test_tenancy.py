@@ -13,6 +13,9 @@ from tests.conftest import run_memsys as memsys
 from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, app_client, conversation, rows
 from tests.tenancy_support import bearer, create_key
 
+# Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
+pytestmark = pytest.mark.citus
+
 RETRIEVE = "/api/v3/agentic/retrieve_lightweight"
 AGENTIC = "/api/v3/agentic/retrieve_agentic"
 MEMORIES = "/api/v3/agentic/memories"

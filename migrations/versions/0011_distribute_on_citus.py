@@ -16,8 +16,8 @@ the shards with the tables. The BM25 statistics triggers run on the shards and w
 shards (``citus.enable_unsafe_triggers``, needed to distribute a table with triggers). Migration 0009's LEAKPROOF
 mark is repeated on the workers, whose catalogs are their own. The database's ``citus.propagate_set_commands``
 becomes ``local``: the ``SET LOCAL`` of the tenant (app.tenancy.scope) and of the HNSW settings then reaches the
-workers' sessions of the transaction, where row-level security and the index scans read them. Later migrations' DDL goes to the shards through
-the coordinator.
+workers' sessions of the transaction, where row-level security and the index scans read them. Later migrations'
+DDL goes to the shards through the coordinator.
 
 Revision ID: 0011
 Revises: 0010
@@ -79,7 +79,8 @@ def _foreign_keys_between(tables: tuple[str, ...]) -> list[tuple[str, str, str]]
     """(table, name, definition) of each foreign key from one of ``tables`` to another."""
     rows = op.get_bind().exec_driver_sql(
         "SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c "
-        "WHERE c.contype = 'f' AND c.conrelid::regclass::text = ANY(%(t)s) AND c.confrelid::regclass::text = ANY(%(t)s) "
+        "WHERE c.contype = 'f' AND c.conrelid::regclass::text = ANY(%(t)s) "
+        "AND c.confrelid::regclass::text = ANY(%(t)s) "
         "ORDER BY 1, 2",
         {"t": list(tables)},
     )
