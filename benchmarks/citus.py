@@ -9,6 +9,8 @@ split over ``--tenants`` tenants, and then:
 
 * ingest: COPY of each tenant's memories through the coordinator (indexes and BM25 triggers in place, as memsys
   writes), and formation-shaped writes: transactions of 10 memories, one tenant each, from 4 writers at once;
+* memorize through HTTP: ``memsys serve`` (offline formation in its process) on each database, messages sent by 4
+  clients to 8 groups, then the time until every message is formed;
 * retrieval as the service runs it (role ``memsys_app``, one tenant per transaction, the rrf statement of
   sql/retrieval.sql): latency per query within a tenant, with and without a group filter;
 * recall@20 of the vector leg against exact search (no index) under the same filters, and how many of the rrf
@@ -21,6 +23,7 @@ directory) and are stopped at the end. Everything runs on 127.0.0.1.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import subprocess
 import tempfile
@@ -28,6 +31,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
@@ -41,7 +45,7 @@ from app.retrieval import repository, service
 from app.settings import Settings
 from app.tenancy.scope import check_tenant_id
 from benchmarks import scale_corpus
-from benchmarks.common import ROOT, percentiles, print_table, save
+from benchmarks.common import ROOT, memsys_server, percentiles, print_table, save
 from benchmarks.scale import cached, make_queries, window_filters
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -55,6 +59,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=30, help="queries per tenant and filter")
     parser.add_argument("--anchors", type=int, default=1000)
     parser.add_argument("--writes", type=int, default=400, help="formation-shaped transactions (10 memories each)")
+    parser.add_argument("--messages", type=int, default=400, help="memorize requests through HTTP")
     parser.add_argument("--port", type=int, default=9720, help="the coordinator's; workers +1, +2; single node +3")
     parser.add_argument("--dir", type=Path, help="where the nodes' data goes (default: a temporary directory)")
     parser.add_argument("--seed", type=int, default=42)
@@ -180,6 +185,51 @@ def formation_writes(url: str, corpus: scale_corpus.Corpus, memcells: dict, coun
     }
 
 
+def memorize(url: str, messages: int, clients: int = 4, groups: int = 8) -> dict:
+    """``messages`` memorize requests to a ``memsys serve`` on ``url`` (the tenant ``default``, no key), then
+    the wait until the server's formation worker has formed every one (offline formation, no LLM)."""
+    env = {"MEMSYS_DATABASE_URL": url, "MEMSYS_MIGRATE_ON_START": "false", "MEMSYS_LLM_API_KEY": ""}
+    latencies: list[float] = []
+    with memsys_server(env=env) as base:
+
+        async def send() -> None:
+            semaphore = asyncio.Semaphore(clients)
+            async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+
+                async def one(i: int) -> None:
+                    body = {
+                        "message_id": f"bench_{i}", "create_time": f"2025-01-15T10:{i // 60 % 60:02d}:{i % 60:02d}Z",
+                        "sender": f"user_{i % 5}", "content": f"Message {i}: the budget review moves to Friday.",
+                        "group_id": f"group_{i % groups}",
+                    }  # fmt: skip
+                    async with semaphore:
+                        began = time.perf_counter()
+                        response = await client.post("/api/v3/agentic/memorize", json=body)
+                        latencies.append((time.perf_counter() - began) * 1000)
+                    response.raise_for_status()
+
+                await asyncio.gather(*(one(i) for i in range(messages)))
+                for g in range(groups):  # the last episode of each group is formed at once
+                    (await client.post("/api/v3/agentic/flush", json={"group_id": f"group_{g}"})).raise_for_status()
+
+        started = time.perf_counter()
+        asyncio.run(send())
+        accepted_s = time.perf_counter() - started
+        with psycopg.connect(url, autocommit=True) as conn:
+            while conn.execute("SELECT count(*) FROM messages WHERE status = 'pending'").fetchone()[0]:
+                if time.perf_counter() - started > 600:
+                    raise RuntimeError("formation did not drain in 10 minutes")
+                time.sleep(0.5)
+        formed_s = time.perf_counter() - started
+    return {
+        "messages": messages,
+        "clients": clients,
+        "memorize_ms": percentiles(latencies),
+        "accepted_per_s": round(messages / accepted_s, 1),
+        "formed_per_s": round(messages / formed_s, 1),
+    }
+
+
 # ---------------------------------------------------------------------------------------------- retrieval
 def search(conn, settings: Settings, tenant: str, q, grouped: bool, now, mode: str = "rrf") -> list[dict]:
     """The service's transaction: its role, its tenant, configure_search, then hybrid_search."""
@@ -211,8 +261,12 @@ def exact(conn, tenant: str, q, grouped: bool, now) -> list:
                     "ORDER BY embedding <=> CAST(:embedding AS vector) LIMIT 20"
                 ),
                 {
-                    "tenant": tenant, "memory_type": q.memory_type, "model": scale_corpus.EMBEDDING_MODEL,
-                    "group_id": filters.group_id, "time_from": filters.time_from, "time_to": filters.time_to,
+                    "tenant": tenant,
+                    "memory_type": q.memory_type,
+                    "model": scale_corpus.EMBEDDING_MODEL,
+                    "group_id": filters.group_id,
+                    "time_from": filters.time_from,
+                    "time_to": filters.time_to,
                     "embedding": repository.vector_literal(q.vector),
                 },  # fmt: skip
             ).scalars()
@@ -289,7 +343,9 @@ def main() -> None:
             writes = formation_writes(url, corpus, memcells, args.writes, now)
             print(f"  formation-shaped writes: {writes['rows_per_s']:,} rows/s")
             rows, tops[name] = retrieval(url, settings, queries, now)
-            results[name] = {"copy": copy, "formation_writes": writes, "retrieval": rows}
+            intake = memorize(url, args.messages)
+            print(f"  memorize: p50 {intake['memorize_ms']['p50']} ms, formed {intake['formed_per_s']} messages/s")
+            results[name] = {"copy": copy, "formation_writes": writes, "retrieval": rows, "memorize": intake}
     finally:
         stop_all(directory, args.port)
     names = [n for n in results if isinstance(results[n], dict)]
@@ -307,6 +363,8 @@ def main() -> None:
                     "rrf p95 ms": row["rrf_ms"]["p95"], "vector recall@20": row["vector_recall_at_20"],
                     "COPY rows/s": results[name]["copy"]["rows_per_s"],
                     "10-row txn rows/s": results[name]["formation_writes"]["rows_per_s"],
+                    "memorize p50 ms": results[name]["memorize"]["memorize_ms"]["p50"],
+                    "formed msg/s": results[name]["memorize"]["formed_per_s"],
                 }
             )  # fmt: skip
     print_table(table, list(table[0]))

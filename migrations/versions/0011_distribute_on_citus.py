@@ -17,7 +17,8 @@ shards (``citus.enable_unsafe_triggers``, needed to distribute a table with trig
 mark is repeated on the workers, whose catalogs are their own. The database's ``citus.propagate_set_commands``
 becomes ``local``: the ``SET LOCAL`` of the tenant (app.tenancy.scope) and of the HNSW settings then reaches the
 workers' sessions of the transaction, where row-level security and the index scans read them. Later migrations'
-DDL goes to the shards through the coordinator.
+DDL goes to the shards through the coordinator. The downgrade refuses on Citus: Citus cannot undistribute a table
+with an identity column (``messages.id``); ``memsys export`` and ``memsys import`` move a deployment off Citus.
 
 Revision ID: 0011
 Revises: 0010
@@ -43,7 +44,7 @@ DISTRIBUTED_TABLES = (
     "profiles",
     "agent_offloads",
 )
-LEAKPROOF = "ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) {}LEAKPROOF"
+LEAKPROOF = "ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF"
 
 
 def _citus() -> bool:
@@ -66,7 +67,7 @@ def upgrade() -> None:
         op.execute(f"SELECT create_distributed_table('{table}', 'tenant_id', colocate_with => '{colocate}')")
     for table, name, definition in foreign_keys:
         op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")
-    op.execute(f"SELECT run_command_on_workers($${LEAKPROOF.format('')}$$)")
+    op.execute(f"SELECT run_command_on_workers($${LEAKPROOF}$$)")
     _database_setting("SET citus.propagate_set_commands = 'local'")
 
 
@@ -90,7 +91,8 @@ def _foreign_keys_between(tables: tuple[str, ...]) -> list[tuple[str, str, str]]
 def downgrade() -> None:
     if not _citus():
         return
-    op.execute(f"SELECT run_command_on_workers($${LEAKPROOF.format('NOT ')}$$)")
-    _database_setting("RESET citus.propagate_set_commands")
-    for table in reversed(DISTRIBUTED_TABLES + REFERENCE_TABLES):
-        op.execute(f"SELECT undistribute_table('{table}', cascade_via_foreign_keys => true)")
+    # Citus cannot undistribute a table with an identity column (messages.id): there is no way back in place.
+    raise RuntimeError(
+        "Migration 0011 cannot be undone on Citus (it cannot undistribute messages, whose id is an identity "
+        "column). To leave Citus, `memsys export` and `memsys import` into a plain PostgreSQL."
+    )
