@@ -6,18 +6,24 @@ start of every transaction, explicit or automatic. Row-level security compares `
 setting (migration 0003), and new rows take it as their default: repositories never name the tenant. An
 engine that is not scoped sets nothing, and then sees and writes nothing. ``SET LOCAL`` (not ``set_config``)
 because Citus forwards it to its workers.
+
+The same engine names the tenant in every SELECT, UPDATE and DELETE of a table of tenant data that the code
+builds with SQLAlchemy (``tenant_id = :tenant``, added by a ``before_execute`` listener). Row-level security
+would filter them anyway; on Citus the condition on the distribution column is what makes each a single-shard
+task instead of one task per shard. The retrieval statement of ``sql/retrieval.sql`` names its tenant itself.
 """
 
 from __future__ import annotations
 
 import re
 
-from sqlalchemy import event
+from sqlalchemy import Delete, Select, Table, Update, event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.selectable import Alias, FromClause, Join
 
 from app.db.migrate import SERVICE_ROLE
-from app.db.tables import TENANT_SETTING
+from app.db.tables import TENANT_SETTING, TENANT_TABLES
 from app.errors import InvalidParameter
 
 DEFAULT_TENANT = "default"
@@ -35,8 +41,10 @@ def check_tenant_id(tenant: str) -> str:
 
 
 def install(engine: AsyncEngine) -> AsyncEngine:
-    """Make every transaction of a scoped engine set its tenant. Call once per engine."""
+    """Make every transaction of a scoped engine set its tenant, and its statements name it. Call once per
+    engine."""
     event.listen(engine.sync_engine, "begin", _set_tenant)
+    event.listen(engine.sync_engine, "before_execute", _name_tenant, retval=True)
     return engine
 
 
@@ -73,6 +81,32 @@ def _set_tenant(conn: Connection) -> None:
     tenant = conn.get_execution_options().get(TENANT_OPTION)
     if tenant is not None:
         conn.exec_driver_sql(_set_local(tenant))
+
+
+def _name_tenant(conn: Connection, statement, multiparams, params, execution_options):
+    tenant = {**conn.get_execution_options(), **execution_options}.get(TENANT_OPTION)
+    if tenant is not None:
+        if isinstance(statement, Update | Delete):
+            statement = _where_tenant(statement, statement.table, tenant)
+        elif isinstance(statement, Select):
+            for source in statement.get_final_froms():
+                for table in _tables(source):
+                    statement = _where_tenant(statement, table, tenant)
+    return statement, multiparams, params
+
+
+def _tables(source: FromClause) -> list[FromClause]:
+    """The tables (or aliases of tables) a FROM item reads directly; a subquery's own are its own affair."""
+    if isinstance(source, Join):
+        return _tables(source.left) + _tables(source.right)
+    return [source] if isinstance(source, Table | Alias) else []
+
+
+def _where_tenant(statement, table: FromClause, tenant: str):
+    named = table.element if isinstance(table, Alias) else table
+    if isinstance(named, Table) and named.name in TENANT_TABLES:
+        return statement.where(table.c.tenant_id == tenant)
+    return statement
 
 
 def _set_local(tenant: str) -> str:
