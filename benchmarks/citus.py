@@ -64,6 +64,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--dir", type=Path, help="where the nodes' data goes (default: a temporary directory)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--name", default="citus")
+    parser.add_argument("--out", type=Path, help="results directory (default benchmarks/results)")
     return parser.parse_args()
 
 
@@ -369,7 +370,7 @@ def main() -> None:
             )  # fmt: skip
     print_table(table, list(table[0]))
     print(f"rrf top 20 shared by the two databases: {results['rrf_top20_shared']:.1%}")
-    print(f"saved {save(args.name, config, results)}")
+    print(f"saved {save(args.name, config, results, out_dir=args.out)}")
 
 
 if __name__ == "__main__":

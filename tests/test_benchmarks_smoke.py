@@ -4,8 +4,10 @@ evidence-recall metric against figures worked out by hand."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -185,3 +187,29 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
     assert len(layouts) == 2 and len(results["hnsw_before_after"]) == 4
     assert all(0.0 <= row["recall_at_20"] <= 1.0 for row in results["hnsw_before_after"])
     assert len(list((tmp_path / "explain").glob("*.txt"))) == 6
+
+
+@pytest.mark.citus
+def test_citus_benchmark_end_to_end(tmp_path: Path, on_citus: bool, request: pytest.FixtureRequest) -> None:
+    """benchmarks/citus.py on 2 tenants of 300 memories: a cluster and a single node of their own, every figure
+    filled, and both databases give the same top 20."""
+    if not on_citus:
+        pytest.skip("needs the Citus build of deploy/citus/up.sh: runs in the suite's Citus pass (pytest -m citus)")
+    # The nodes run as the user postgres, who cannot enter pytest's private tmp_path.
+    nodes = Path(tempfile.mkdtemp(prefix="memsys-citus-smoke-"))
+    request.addfinalizer(lambda: shutil.rmtree(nodes, ignore_errors=True))
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "benchmarks.citus", "--tenants", "2", "--per-tenant", "300", "--queries", "3",
+            "--anchors", "100", "--writes", "20", "--messages", "30", "--port", "9730", "--dir", str(nodes),
+            "--out", str(tmp_path),
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "citus.json").read_text())["results"]
+    for name in ("citus (coordinator + 2 workers)", "single node"):
+        assert [row["filter"] for row in results[name]["retrieval"]] == ["tenant", "tenant + group_id"]
+        assert all(row["vector_recall_at_20"] == 1.0 for row in results[name]["retrieval"])  # 300 memories: exact
+        assert results[name]["copy"]["rows"] == 600 and results[name]["memorize"]["messages"] == 30
+    assert results["rrf_top20_shared"] == 1.0
