@@ -215,3 +215,41 @@ def test_what_a_key_resolves_to_is_remembered_for_the_cache_time(settings: Setti
         assert service.key_hash(key) in str(rows(database_url, "SELECT key_hash FROM api_keys"))
     with app_client(settings, key_cache_seconds=0) as uncached:
         assert uncached.get(MEMORIES, headers=bearer(key)).status_code == 401
+
+
+def test_statements_name_their_tenant_but_an_outer_joins_optional_side_keeps_its_unmatched_rows(database_url: str):
+    """app.tenancy.scope adds tenant_id = :tenant to the statements the code builds (Citus routes on it): to the
+    preserved side of a LEFT JOIN only, so a MemCell without messages is still found."""
+    import asyncio
+
+    from sqlalchemy import and_, event, select
+
+    from app.db.tables import memcells, messages
+    from tests.retrieval_support import tenant_engine
+
+    rows(
+        database_url,
+        "SELECT set_config('memsys.tenant_id', 'default', false); INSERT INTO memcells (stream_kind, stream_id, "
+        "start_time, end_time, message_ids, participants, boundary_reason, extraction_mode) VALUES ('group', 'g', "
+        "now(), now(), '{}', '{}', 'test', 'offline') RETURNING id",
+    )
+    seen: list[str] = []
+    joined = memcells.outerjoin(
+        messages, and_(messages.c.tenant_id == memcells.c.tenant_id, messages.c.memcell_id == memcells.c.id)
+    )
+
+    async def run():
+        engine = tenant_engine(database_url)
+        event.listen(engine.sync_engine, "before_cursor_execute", lambda *args: seen.append(args[2]))
+        try:
+            async with engine.connect() as conn:
+                found = (await conn.execute(select(memcells.c.stream_id, messages.c.id).select_from(joined))).all()
+                await conn.execute(select(messages.c.id))
+        finally:
+            await engine.dispose()
+        return found
+
+    assert [tuple(row) for row in asyncio.run(run())] == [("g", None)]
+    statements = [s for s in seen if "FROM memcells" in s or "FROM messages" in s]
+    assert "memcells.tenant_id = %(tenant_id_1)s" in statements[0] and "messages.tenant_id = %(" not in statements[0]
+    assert "messages.tenant_id = %(tenant_id_1)s" in statements[1]

@@ -96,9 +96,11 @@ def _name_tenant(conn: Connection, statement, multiparams, params, execution_opt
 
 
 def _tables(source: FromClause) -> list[FromClause]:
-    """The tables (or aliases of tables) a FROM item reads directly; a subquery's own are its own affair."""
+    """The tables (or aliases of tables) a FROM item reads directly, but not an outer join's optional side (its
+    tenant in WHERE would drop the unmatched rows); a subquery's own are its own affair."""
     if isinstance(source, Join):
-        return _tables(source.left) + _tables(source.right)
+        left = [] if source.full else _tables(source.left)
+        return left + ([] if source.isouter or source.full else _tables(source.right))
     return [source] if isinstance(source, Table | Alias) else []
 
 
