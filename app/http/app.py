@@ -24,7 +24,7 @@ from app.forget.endpoints import ForgetController
 from app.formation import tasks
 from app.http.auth import KeyCache, authenticate
 from app.http.errors import EXCEPTION_HANDLERS
-from app.http.health import health
+from app.http.health import health, live
 from app.http.json_body import MemsysRequest
 from app.http.metrics import metrics
 from app.inspect.endpoints import InspectorController
@@ -77,6 +77,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     return Litestar(
         route_handlers=[
             health,
+            live,
             metrics,
             ConversationMetaController,
             MemorizeController,

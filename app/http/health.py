@@ -1,4 +1,4 @@
-"""GET /health: is the service up, and does the database answer?"""
+"""GET /health (readiness: does the database answer?) and GET /health/live (liveness: is the process serving?)."""
 
 from __future__ import annotations
 
@@ -23,3 +23,10 @@ async def health(request: Request) -> Envelope[dict]:
     except Exception as exc:  # noqa: BLE001  any failure to answer means the database is down
         raise ServiceUnavailable(f"The database is not answering ({type(exc).__name__})") from exc
     return ok("healthy", {"database": "ok", "formation": formation})
+
+
+@get("/health/live", operation_id="health_live", tags=["health"], opt={"public": True})
+async def live() -> Envelope[dict]:
+    """200 while the process serves requests, whatever the database does: for an orchestrator's liveness
+    probe (restart the process only when this fails), beside ``/health`` for readiness. No key needed."""
+    return ok("alive", {})
