@@ -41,12 +41,11 @@ from app.db import migrate
 from app.db.embedded import sqlalchemy_url
 from app.db.migrate import SERVICE_ROLE
 from app.db.named_sql import query as named_query
-from app.retrieval import repository, service
 from app.settings import Settings
 from app.tenancy.scope import check_tenant_id
 from benchmarks import scale_corpus
 from benchmarks.common import ROOT, memsys_server, percentiles, print_table, save
-from benchmarks.scale import cached, make_queries, window_filters
+from benchmarks.scale import cached, configure, exact_ids, make_queries, parameters_for
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 UP, DOWN = ROOT / "deploy" / "citus" / "up.sh", ROOT / "deploy" / "citus" / "down.sh"
@@ -234,44 +233,11 @@ def memorize(url: str, messages: int, clients: int = 4, groups: int = 8) -> dict
 # ---------------------------------------------------------------------------------------------- retrieval
 def search(conn, settings: Settings, tenant: str, q, grouped: bool, now, mode: str = "rrf") -> list[dict]:
     """The service's transaction: its role, its tenant, configure_search, then hybrid_search."""
-    tuning = service.tuning_for(settings, mode, 20)
-    parameters = repository.search_parameters(
-        tenant=tenant, mode=mode, query_vector=q.vector if mode != "bm25" else None,
-        embedding_model=scale_corpus.EMBEDDING_MODEL, query_tokens=q.tokens if mode != "embedding" else "",
-        filters=window_filters(q, grouped, now), top_k=20, radius=None, tuning=tuning,
-    )  # fmt: skip
     with conn.begin():
         conn.exec_driver_sql(f"SET LOCAL ROLE {SERVICE_ROLE}; SET LOCAL memsys.tenant_id = '{tenant}'")
-        conn.exec_driver_sql(repository.search_settings(tuning))
+        configure(conn, settings, mode, 20)
+        parameters = parameters_for(settings, q, grouped, now, mode, 20, tenant)
         return [dict(row) for row in conn.execute(text(named_query("hybrid_search")), parameters).mappings()]
-
-
-def exact(conn, tenant: str, q, grouped: bool, now) -> list:
-    filters = window_filters(q, grouped, now)
-    with conn.begin():
-        conn.exec_driver_sql(
-            f"SET LOCAL ROLE {SERVICE_ROLE}; SET LOCAL memsys.tenant_id = '{tenant}'; "
-            "SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off"
-        )
-        return list(
-            conn.execute(
-                text(
-                    "SELECT id FROM memories WHERE tenant_id = :tenant AND memory_type = :memory_type "
-                    "AND embedding_model = :model AND (CAST(:group_id AS text) IS NULL OR group_id = :group_id) "
-                    "AND timestamp >= :time_from AND timestamp < :time_to "
-                    "ORDER BY embedding <=> CAST(:embedding AS vector) LIMIT 20"
-                ),
-                {
-                    "tenant": tenant,
-                    "memory_type": q.memory_type,
-                    "model": scale_corpus.EMBEDDING_MODEL,
-                    "group_id": filters.group_id,
-                    "time_from": filters.time_from,
-                    "time_to": filters.time_to,
-                    "embedding": repository.vector_literal(q.vector),
-                },  # fmt: skip
-            ).scalars()
-        )
 
 
 def retrieval(url: str, settings: Settings, queries: dict, now) -> tuple[list[dict], dict]:
@@ -292,7 +258,7 @@ def retrieval(url: str, settings: Settings, queries: dict, now) -> tuple[list[di
                         found = search(conn, settings, tenant, q, grouped, now)
                         latencies.append((time.perf_counter() - began) * 1000)
                         tops[(tenant, n, grouped)] = [row["source_message_ids"][0] for row in found]
-                        truth = exact(conn, tenant, q, grouped, now)
+                        truth = exact_ids(conn, q, grouped, now, tenant)
                         if truth:
                             leg = [row["id"] for row in search(conn, settings, tenant, q, grouped, now, "embedding")]
                             recalls.append(len(set(leg) & set(truth)) / len(truth))

@@ -223,9 +223,12 @@ async def http_run(base_url: str, queries: list[Query], mode: str, grouped: bool
 
 
 # ---------------------------------------------------------------------------------------------- SQL level
-def _parameters(settings: Settings, q: Query, grouped: bool, now, mode: str, top_k: int) -> dict:
+def parameters_for(
+    settings: Settings, q: Query, grouped: bool, now, mode: str, top_k: int, tenant: str = "default"
+) -> dict:
+    """hybrid_search's parameters for a benchmark query (the corpus is the tenant ``default``'s here)."""
     return repository.search_parameters(
-        tenant="default",
+        tenant=tenant,
         mode=mode,
         query_vector=q.vector if mode != "bm25" else None,
         embedding_model=scale_corpus.EMBEDDING_MODEL,
@@ -237,14 +240,14 @@ def _parameters(settings: Settings, q: Query, grouped: bool, now, mode: str, top
     )
 
 
-def _configure(conn, settings: Settings, mode: str, top_k: int) -> None:
+def configure(conn, settings: Settings, mode: str, top_k: int) -> None:
     conn.exec_driver_sql(repository.search_settings(service.tuning_for(settings, mode, top_k)))
 
 
 def ours(conn, settings: Settings, q: Query, grouped: bool, now, mode: str = "rrf", top_k: int = 20):
     with conn.begin():
-        _configure(conn, settings, mode, top_k)
-        parameters = _parameters(settings, q, grouped, now, mode, top_k)
+        configure(conn, settings, mode, top_k)
+        parameters = parameters_for(settings, q, grouped, now, mode, top_k)
         return [dict(r) for r in conn.execute(text(named_query("hybrid_search")), parameters).mappings()]
 
 
@@ -272,12 +275,12 @@ def two_round_trips(conn, settings: Settings, q: Query, grouped: bool, now):
     full rows (same SQL legs and session settings as memsys), then RRF in Python."""
     limit = settings.rrf_candidates
     with conn.begin():
-        _configure(conn, settings, "rrf", limit)
+        configure(conn, settings, "rrf", limit)
         legs = [
             [
                 dict(r)
                 for r in conn.execute(
-                    text(named_query("hybrid_search")), _parameters(settings, q, grouped, now, mode, limit)
+                    text(named_query("hybrid_search")), parameters_for(settings, q, grouped, now, mode, limit)
                 ).mappings()
             ]
             for mode in ("embedding", "bm25")
@@ -327,33 +330,34 @@ def recall(engine, settings, queries, now) -> list[dict]:
             values = []
             for q in queries:
                 approximate = [r["id"] for r in ours(conn, settings, q, grouped, now, mode="embedding")]
-                filters = window_filters(q, grouped, now)
-                with conn.begin():
-                    conn.execute(text("SET LOCAL enable_indexscan = off"))
-                    conn.execute(text("SET LOCAL enable_bitmapscan = off"))
-                    exact = (
-                        conn.execute(
-                            text(
-                                "SELECT id FROM memories WHERE memory_type = :memory_type "
-                                "AND (CAST(:group_id AS text) IS NULL OR group_id = :group_id) "
-                                "AND timestamp >= :time_from AND timestamp < :time_to "
-                                "ORDER BY embedding <=> CAST(:embedding AS vector) LIMIT 20"
-                            ),
-                            {
-                                "memory_type": q.memory_type,
-                                "group_id": filters.group_id,
-                                "time_from": filters.time_from,
-                                "time_to": filters.time_to,
-                                "embedding": repository.vector_literal(q.vector),
-                            },
-                        )
-                        .scalars()
-                        .all()
-                    )
+                exact = exact_ids(conn, q, grouped, now)
                 if exact:
                     values.append(len(set(approximate) & set(exact)) / len(exact))
             out.append(_recall_row(grouped, values))
     return out
+
+
+def exact_ids(conn, q: Query, grouped: bool, now, tenant: str = "default") -> list:
+    """The tenant's 20 nearest memories by exact search (no index) under the vector leg's filters."""
+    filters = window_filters(q, grouped, now)
+    with conn.begin():
+        conn.exec_driver_sql("SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off")
+        statement = text(
+            "SELECT id FROM memories WHERE tenant_id = :tenant AND memory_type = :memory_type "
+            "AND embedding_model = :model AND (CAST(:group_id AS text) IS NULL OR group_id = :group_id) "
+            "AND timestamp >= :time_from AND timestamp < :time_to "
+            "ORDER BY embedding <=> CAST(:embedding AS vector) LIMIT 20"
+        )
+        parameters = {
+            "tenant": tenant,
+            "memory_type": q.memory_type,
+            "model": scale_corpus.EMBEDDING_MODEL,
+            "group_id": filters.group_id,
+            "time_from": filters.time_from,
+            "time_to": filters.time_to,
+            "embedding": repository.vector_literal(q.vector),
+        }
+        return conn.execute(statement, parameters).scalars().all()
 
 
 def _recall_row(grouped: bool, values: list[float]) -> dict:
@@ -479,11 +483,11 @@ def explain(engine, settings, queries, now, size: int, directory: Path = EXPLAIN
         for mode in MODES:
             for grouped in (False, True):
                 with conn.begin():
-                    _configure(conn, settings, mode, 20)
+                    configure(conn, settings, mode, 20)
                     plan = (
                         conn.execute(
                             text("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) " + named_query("hybrid_search")),
-                            _parameters(settings, q, grouped, now, mode, 20),
+                            parameters_for(settings, q, grouped, now, mode, 20),
                         )
                         .scalars()
                         .all()

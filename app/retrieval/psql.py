@@ -57,9 +57,10 @@ def script(
     if request.data_source == "profile":
         raise SystemExit("data_source=profile is a plain SELECT on profiles; nothing to script")
     mode = request.retrieval_mode
+    tenant = check_tenant_id(tenant)
     tuning = service.tuning_for(settings, mode, request.top_k)
     parameters = repository.search_parameters(
-        tenant=check_tenant_id(tenant),
+        tenant=tenant,
         mode=mode,
         query_vector=query_vector if mode != "bm25" else None,
         embedding_model=embedder_name(settings),
@@ -73,7 +74,7 @@ def script(
     lines += [
         "BEGIN;",
         f"SET LOCAL ROLE {SERVICE_ROLE};",
-        f"SET LOCAL {TENANT_SETTING} = {sql_literal(check_tenant_id(tenant))};",
+        f"SET LOCAL {TENANT_SETTING} = {sql_literal(tenant)};",
         repository.search_settings(tuning),
         query("hybrid_search"),
         "COMMIT;",
