@@ -68,7 +68,13 @@ def _serve(settings: Settings, host: str, port: int) -> int:
     from app.http.app import create_app
 
     settings = settings.model_copy(update={"host": host})
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower())
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,  # SIGTERM: requests in flight finish
+    )
     return 0
 
 
@@ -82,7 +88,7 @@ def _worker(settings: Settings, concurrency: int) -> int:
     async def run() -> None:
         runtime = build_runtime(settings)
         try:
-            async with tasks.open_queue(runtime.service_url):
+            async with runtime.kept_alive(), tasks.open_queue(runtime.service_url):
                 await tasks.run_workers(runtime, concurrency, install_signal_handlers=True)
         finally:
             await runtime.close()
@@ -114,7 +120,7 @@ def _mcp(settings: Settings, tenant: str) -> int:
                 await owner.dispose()
             scoped = runtime.for_tenant(tenant)
             server = build_server(lambda ctx: scoped)
-            async with tasks.open_queue(runtime.service_url):
+            async with runtime.kept_alive(), tasks.open_queue(runtime.service_url):
                 workers = (
                     asyncio.create_task(tasks.run_workers(runtime, settings.workers, install_signal_handlers=False))
                     if settings.workers > 0

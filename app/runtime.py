@@ -5,14 +5,17 @@ Built once (by the HTTP app's lifespan, the CLI or a benchmark) and passed to se
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import migrate
-from app.db.embedded import libpq_url, release_embedded
+from app.db.embedded import keep_running, libpq_url, release_embedded
 from app.db.engine import (
     check_service_role,
     create_engine,
@@ -47,6 +50,22 @@ class Runtime:
     def for_tenant(self, tenant: str) -> Runtime:
         """The same runtime (pool, providers) with every transaction in ``tenant``: services take this."""
         return dataclasses.replace(self, engine=scope.scoped(self.engine, tenant), tenant=tenant)
+
+    @contextlib.asynccontextmanager
+    async def kept_alive(self) -> AsyncIterator[None]:
+        """While inside, the embedded server (the default, with no database URL) is started again if it dies;
+        every long-running process (serve, worker, mcp) runs its work inside this."""
+        every_s = self.settings.embedded_watch_seconds
+        if self.settings.database_url or every_s <= 0:
+            yield
+            return
+        watcher = asyncio.create_task(keep_running(self.settings.resolved_data_dir(), every_s))
+        try:
+            yield
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
 
     async def close(self) -> None:
         if self.llm is not None:

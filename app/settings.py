@@ -27,10 +27,21 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".memsys")
     migrate_on_start: bool = True
     db_pool_size: int = 10
+    db_pool_timeout_seconds: float = 5.0
+    """How long a request waits for a free database connection before it is answered 503."""
+    embedded_watch_seconds: float = 1.0
+    """How often a process on the embedded server checks that its PostgreSQL runs, and starts it again if it
+    died (kill -9, a crash, a stop by hand); 0: never."""
 
     # --- HTTP -----------------------------------------------------------------------------------
     host: str = "127.0.0.1"
     port: int = 1995
+    max_concurrent_requests: int = Field(default=64, ge=1)
+    """API requests (``/api/…``) handled at once; more wait for a slot up to ``request_queue_seconds``."""
+    request_queue_seconds: float = 5.0
+    """How long an API request waits for a slot before it is answered 503 (the service is busy)."""
+    shutdown_grace_seconds: float = 30.0
+    """On SIGTERM, how long requests in flight get to finish before the connections are closed."""
     max_content_bytes: int = 64 * 1024
     """Largest accepted ``content`` of one message, in UTF-8 bytes (413 above it)."""
     max_body_bytes: int = 1024 * 1024
@@ -79,6 +90,8 @@ class Settings(BaseSettings):
     """Retries of a failed LLM call (timeout, 429, 5xx, unusable answer) before the caller gets an error."""
     llm_retry_backoff_s: float = 1.0
     """First retry delay of a failed LLM call; doubled on each further retry (with jitter)."""
+    llm_max_concurrency: int = Field(default=16, ge=1)
+    """LLM calls in flight at once in a process; more wait (at most the LLM timeout) for one to end."""
     llm_fallback_after: int = 3
     """Failed LLM extractions of one MemCell before it is formed by the offline path instead."""
     llm_allow_client_config: bool = True
@@ -103,6 +116,8 @@ class Settings(BaseSettings):
     """Run the local model in a worker process (its own GIL) rather than a thread of the server; under
     concurrent requests a thread waits for the event loop's GIL at every step of the forward pass."""
     embedding_timeout_s: float = 30.0
+    embedding_max_concurrency: int = Field(default=8, ge=1)
+    """Embedding calls in flight at once in a process; more wait (at most the embedding timeout) for one to end."""
 
     # --- retrieval ------------------------------------------------------------------------------
     bm25_k1: float = 1.2

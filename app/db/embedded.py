@@ -42,6 +42,63 @@ def release_embedded(data_dir: Path) -> None:
         server.cleanup()
 
 
+def postmaster_pid(data_dir: Path) -> int | None:
+    """The pid of the embedded server's postmaster if it runs, else None."""
+    import os
+
+    try:
+        pid = int((data_dir / "pg" / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid
+
+
+def start_again(data_dir: Path) -> bool:
+    """Start this process's embedded server again if its postmaster is gone; True when it was started here.
+
+    Under pgserver's lock across processes, so that the server and a worker on one data directory that both
+    notice start it once. After ``kill -9`` of the postmaster the start fails until its orphaned backends have
+    noticed and exited (a second or so): the caller tries again.
+    """
+    server = _HANDLES.get(data_dir)
+    if server is None or postmaster_pid(data_dir) is not None:
+        return False
+    with server._lock:  # noqa: SLF001  pgserver's own inter-process lock, as its start() takes it
+        if postmaster_pid(data_dir) is not None:
+            return False
+        server.ensure_postgres_running()
+    return True
+
+
+async def keep_running(data_dir: Path, every_s: float) -> None:
+    """Check every ``every_s`` that the embedded server of ``data_dir`` runs; start it again when it died.
+
+    Run as a task beside a process's work (``Runtime.kept_alive``); the pools reconnect by themselves
+    (pre-ping), so nothing else has to restart.
+    """
+    import asyncio
+
+    failures = 0
+    while True:
+        await asyncio.sleep(every_s)
+        if postmaster_pid(data_dir) is not None:
+            failures = 0
+            continue
+        try:
+            if await asyncio.to_thread(start_again, data_dir):
+                log.warning("the embedded PostgreSQL in %s had stopped; started it again", data_dir)
+            failures = 0
+        except Exception as exc:  # noqa: BLE001  not startable yet (backends of a killed one still exiting)
+            failures += 1
+            log.log(
+                logging.ERROR if failures % 10 == 1 else logging.DEBUG,
+                "the embedded PostgreSQL in %s is down and could not be started (%s); trying again",
+                data_dir,
+                exc,
+            )
+
+
 def stop_embedded(data_dir: Path, timeout_s: float = 20.0) -> bool:
     """Stop the embedded server of ``data_dir`` (fast shutdown: SIGINT to its postmaster), if one runs.
 
@@ -51,11 +108,12 @@ def stop_embedded(data_dir: Path, timeout_s: float = 20.0) -> bool:
     import signal
     import time
 
-    pid_file = data_dir / "pg" / "postmaster.pid"
+    pid = postmaster_pid(data_dir)
+    if pid is None:
+        return False
     try:
-        pid = int(pid_file.read_text().split()[0])
         os.kill(pid, signal.SIGINT)
-    except (OSError, ValueError, IndexError):
+    except OSError:
         return False
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -27,7 +27,8 @@ def create_engine(database_url: str, settings: Settings) -> AsyncEngine:
         sqlalchemy_url(database_url),
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
-        pool_pre_ping=True,
+        pool_timeout=settings.db_pool_timeout_seconds,  # then sqlalchemy's TimeoutError: a 503, not a hang
+        pool_pre_ping=True,  # a connection the database dropped (a restart) is replaced before use
         connect_args={"connect_timeout": 10},
     )
 

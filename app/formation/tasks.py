@@ -45,6 +45,14 @@ async def form_stream(context: procrastinate.JobContext, tenant_id: str, stream_
     stream = Stream(stream_kind, stream_id)
     try:
         outcome = await formation.form_queued(runtime.for_tenant(tenant_id), stream)
+    except asyncio.CancelledError:
+        # The worker is stopping (SIGTERM) and this job did not finish in the grace time: what it had not
+        # committed is rolled back; a new job takes the stream back to the queue, for the next worker.
+        try:
+            await _again_later(runtime, tenant_id, stream, now=True)
+        except Exception:  # noqa: BLE001  the database is away too: close_idle_streams finds the stream later
+            log.warning("could not give %s back to the queue", stream_key(tenant_id, stream), exc_info=True)
+        raise
     except Exception:
         await _again_later(runtime, tenant_id, stream)
         raise  # the job is recorded as failed (counted in /health); the new one forms the stream
@@ -89,9 +97,11 @@ async def defer_form_again(
     )
 
 
-async def _again_later(runtime: Runtime, tenant: str, stream: Stream) -> None:
+async def _again_later(runtime: Runtime, tenant: str, stream: Stream, *, now: bool = False) -> None:
     async with runtime.for_tenant(tenant).engine.begin() as conn:
-        await defer_formation(conn, tenant, stream, schedule_in_s=runtime.settings.formation_retry_seconds)
+        await defer_formation(
+            conn, tenant, stream, schedule_in_s=None if now else runtime.settings.formation_retry_seconds
+        )
 
 
 @queue.periodic(cron="* * * * * */5", periodic_id="retry_stalled")
@@ -179,7 +189,7 @@ async def stop_workers(workers: asyncio.Task) -> None:
     """Stop in-process workers (``run_workers`` in a task), waiting at most ``STOP_WITHIN_S``: a worker that
     cannot reach the database must not hold the server's shutdown."""
     workers.cancel()
-    done, _ = await asyncio.wait({workers}, timeout=STOP_WITHIN_S + 1)
+    done, _ = await asyncio.wait({workers}, timeout=STOP_WITHIN_S + 5)
     if not done:
         log.warning("formation workers did not stop within %gs; leaving them", STOP_WITHIN_S)
     elif not workers.cancelled() and workers.exception() is not None:

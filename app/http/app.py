@@ -26,6 +26,7 @@ from app.http.auth import KeyCache, authenticate
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health, live
 from app.http.json_body import MemsysRequest
+from app.http.limits import RequestLimit
 from app.http.metrics import metrics
 from app.inspect.endpoints import InspectorController
 from app.inspect.rendering import template_config
@@ -58,7 +59,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             app.state.runtime = runtime
             app.state.key_cache = KeyCache(settings.key_cache_seconds)
             _, app.state.mcp_sessions = build_http(settings.host)
-            async with tasks.open_queue(runtime.service_url), app.state.mcp_sessions.run():
+            async with runtime.kept_alive(), tasks.open_queue(runtime.service_url), app.state.mcp_sessions.run():
                 workers = (
                     asyncio.create_task(tasks.run_workers(runtime, settings.workers, install_signal_handlers=False))
                     if settings.workers > 0
@@ -95,7 +96,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         ],
         lifespan=[lifespan],
         guards=[authenticate],
-        middleware=[HTTP.middleware],
+        middleware=[HTTP.middleware, RequestLimit(settings.max_concurrent_requests, settings.request_queue_seconds)],
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=MemsysRequest,
         request_max_body_size=settings.max_body_bytes,

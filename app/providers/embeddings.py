@@ -314,16 +314,28 @@ def _load_use(threads: int):
 class MeasuredEmbedder:
     """An embedder whose calls are timed and counted (``memsys_embedding_*``)."""
 
-    def __init__(self, inner: Embedder, provider: str, name: str) -> None:
+    def __init__(
+        self, inner: Embedder, provider: str, name: str, *, max_concurrency: int = 8, timeout_s: float = 30.0
+    ) -> None:
         self.inner = inner
         self.provider = provider
         self.dimensions = inner.dimensions
         self.name = name
+        self._slots = asyncio.Semaphore(max_concurrency)
+        """``MEMSYS_EMBEDDING_MAX_CONCURRENCY`` calls in flight at once; more wait at most the timeout."""
+        self._timeout_s = timeout_s
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         started = time.perf_counter()
         try:
-            return await self.inner.embed(texts)
+            try:
+                await asyncio.wait_for(self._slots.acquire(), self._timeout_s)
+            except TimeoutError:
+                raise EmbeddingError(f"Every embedding slot stayed taken for {self._timeout_s:g}s") from None
+            try:
+                return await self.inner.embed(texts)
+            finally:
+                self._slots.release()
         except Exception:
             metrics.EMBEDDING_ERRORS.labels(provider=self.provider).inc()
             raise
@@ -335,7 +347,13 @@ class MeasuredEmbedder:
 
 
 def create_embedder(settings: Settings) -> Embedder:
-    return MeasuredEmbedder(_create_embedder(settings), settings.embedding_provider, embedder_name(settings))
+    return MeasuredEmbedder(
+        _create_embedder(settings),
+        settings.embedding_provider,
+        embedder_name(settings),
+        max_concurrency=settings.embedding_max_concurrency,
+        timeout_s=settings.embedding_timeout_s,
+    )
 
 
 def embedder_name(settings: Settings) -> str:

@@ -14,11 +14,13 @@ client's URL is reached only at the address checked for it (``app.providers.llm_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
 import re
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +108,7 @@ class LLMClient:
         backoff_s: float = 1.0,
         temperature: float = 0.2,
         max_tokens: int = 4096,
+        max_concurrency: int = 16,
     ) -> None:
         self.default = default
         self.max_tokens = max_tokens
@@ -114,6 +117,7 @@ class LLMClient:
         self.backoff_s = backoff_s
         self.temperature = temperature
         self._client: AsyncOpenAI | None = None
+        self._slots = asyncio.Semaphore(max_concurrency)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LLMClient:
@@ -123,6 +127,7 @@ class LLMClient:
             max_retries=settings.llm_max_retries,
             backoff_s=settings.llm_retry_backoff_s,
             max_tokens=settings.llm_max_tokens,
+            max_concurrency=settings.llm_max_concurrency,
         )
 
     @property
@@ -239,27 +244,40 @@ class LLMClient:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _once(self, client: AsyncOpenAI, model: str, messages, max_tokens, tools) -> ChatReply:
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """One of the process's ``MEMSYS_LLM_MAX_CONCURRENCY`` call slots, waited for at most the timeout."""
         try:
-            response = await client.chat.completions.create(
-                model=model,
-                messages=messages,
-                temperature=self.temperature,
-                # Always bounded: a server such as llama.cpp's generates until its context is full without it,
-                # and keeps generating after a timed-out client has gone.
-                max_tokens=max_tokens or self.max_tokens,
-                **({"tools": tools} if tools else {}),
-            )
-        except openai.APITimeoutError as exc:
-            raise LLMTimeout(f"The LLM did not answer within {self.timeout_s:g}s") from exc
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise LLMAuthError(f"The LLM endpoint refused the API key (HTTP {exc.status_code})") from exc
-        except openai.APIStatusError as exc:
-            raise LLMError(f"The LLM endpoint answered HTTP {exc.status_code}") from exc
-        except openai.APIConnectionError as exc:
-            raise LLMError("The LLM endpoint could not be reached") from exc
-        except (openai.OpenAIError, ValueError) as exc:  # e.g. a body that is not JSON or not a chat completion
-            raise LLMBadOutput(f"The LLM endpoint gave an unexpected answer ({type(exc).__name__})") from exc
+            await asyncio.wait_for(self._slots.acquire(), self.timeout_s)
+        except TimeoutError:
+            raise LLMTimeout(f"Every LLM call slot stayed taken for {self.timeout_s:g}s") from None
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+    async def _once(self, client: AsyncOpenAI, model: str, messages, max_tokens, tools) -> ChatReply:
+        async with self._slot():
+            try:
+                response = await client.chat.completions.create(
+                    model=model,
+                    messages=messages,
+                    temperature=self.temperature,
+                    # Always bounded: a server such as llama.cpp's generates until its context is full
+                    # without it, and keeps generating after a timed-out client has gone.
+                    max_tokens=max_tokens or self.max_tokens,
+                    **({"tools": tools} if tools else {}),
+                )
+            except openai.APITimeoutError as exc:
+                raise LLMTimeout(f"The LLM did not answer within {self.timeout_s:g}s") from exc
+            except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+                raise LLMAuthError(f"The LLM endpoint refused the API key (HTTP {exc.status_code})") from exc
+            except openai.APIStatusError as exc:
+                raise LLMError(f"The LLM endpoint answered HTTP {exc.status_code}") from exc
+            except openai.APIConnectionError as exc:
+                raise LLMError("The LLM endpoint could not be reached") from exc
+            except (openai.OpenAIError, ValueError) as exc:  # e.g. a body that is not JSON or not a chat completion
+                raise LLMBadOutput(f"The LLM endpoint gave an unexpected answer ({type(exc).__name__})") from exc
         choices = getattr(response, "choices", None)
         if not choices or choices[0].message is None:
             raise LLMBadOutput("The LLM answered with no message")

@@ -1,0 +1,193 @@
+"""memsys through the faults of production, one at a time: its embedded PostgreSQL dying, SIGTERM with work in
+hand, more requests than it has slots, a full connection pool. (benchmarks/soak.py puts them all together
+under load; tests/test_soak.py runs its short version.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from litestar.testing import TestClient
+
+from app.db.embedded import postmaster_pid, stop_embedded
+from app.http.app import create_app
+from app.settings import Settings
+from tests.fake_llm import FakeLLM, Reply
+from tests.formation_helpers import rows, wait_for
+from tests.test_formation_concurrency import GROUP, body, llm_env, server_env
+from tests.test_formation_llm import EXTRACTED, PROFILES, SAME_EPISODE
+
+MEMORIZE = "/api/v3/agentic/memorize"
+
+
+def is_envelope_503(response: httpx.Response) -> bool:
+    return response.status_code == 503 and response.json()["code"] == "SERVICE_UNAVAILABLE"
+
+
+@pytest.mark.parametrize("stop", ["kill -9", "fast", "immediate"])
+def test_the_embedded_server_is_started_again_when_it_dies(server_process_factory, tmp_path: Path, stop: str) -> None:
+    """Killed or shut down under it, the embedded PostgreSQL is started again by memsys itself, without memsys
+    being restarted; meanwhile memorize answers 503 with the envelope, and the client's retry of the same
+    message_id is stored once."""
+    data_dir = tmp_path / "memsys-data"
+    env = {"MEMSYS_DATA_DIR": str(data_dir), "MEMSYS_DATABASE_URL": "", "MEMSYS_LOG_LEVEL": "WARNING"}
+    server = server_process_factory({**env, "MEMSYS_WORKERS": "0", "MEMSYS_EMBEDDED_WATCH_SECONDS": "0.5"})
+    try:
+        server.start()
+        first = postmaster_pid(data_dir)
+        assert first is not None
+        message = {**body(1), "message_id": "before"}
+        assert httpx.post(server.base_url + MEMORIZE, json=message, timeout=30).status_code == 200
+
+        os.kill(first, {"kill -9": signal.SIGKILL, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}[stop])
+        retried = {**body(2), "message_id": "during"}
+        answers: list[int] = []
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, f"memsys did not recover: {answers[-5:]}"
+            try:
+                response = httpx.post(server.base_url + MEMORIZE, json=retried, timeout=30)
+            except httpx.TransportError:
+                pytest.fail("the server stopped answering HTTP while its database was away")
+            answers.append(response.status_code)
+            if response.status_code == 200:
+                break
+            assert is_envelope_503(response), response.text
+            time.sleep(0.2)
+        assert server.process.poll() is None  # the same memsys process, never restarted
+        second = postmaster_pid(data_dir)
+        assert second is not None and second != first
+        health = httpx.get(server.base_url + "/health", timeout=10)
+        assert health.status_code == 200
+        again = httpx.post(server.base_url + MEMORIZE, json=retried, timeout=30).json()["result"]
+        assert again["status_info"] == "duplicate"
+    finally:
+        server.stop()
+        stop_embedded(data_dir)
+
+
+def test_sigterm_lets_a_request_in_flight_finish(server_process_factory, database_url: str, fake_llm: FakeLLM):
+    """SIGTERM during a request whose embedding takes 2 s: the request gets its 200, then the process ends."""
+    env = server_env(database_url, fake_llm, MEMSYS_WORKERS="0")
+    server = server_process_factory(env)
+    server.start()
+    assert httpx.post(server.base_url + MEMORIZE, json=body(1), timeout=30).status_code == 200
+    fake_llm.queue(Reply(delay=2, json_body=fake_llm._embeddings({"input": ["slow"]})), path="/v1/embeddings")
+    answer: dict[str, httpx.Response] = {}
+
+    def retrieve() -> None:
+        answer["response"] = httpx.post(
+            server.base_url + "/api/v3/agentic/retrieve_lightweight",
+            json={"query": "rollout plan", "group_id": GROUP},
+            timeout=30,
+        )
+
+    embedded = lambda: len([r for r in fake_llm.requests if r.path == "/v1/embeddings"])  # noqa: E731
+    before = embedded()
+    request = threading.Thread(target=retrieve)
+    request.start()
+    deadline = time.monotonic() + 10
+    while embedded() == before:
+        assert time.monotonic() < deadline, "the retrieval never reached the embedder"
+        time.sleep(0.02)
+    server.process.send_signal(signal.SIGTERM)
+    request.join(timeout=30)
+    assert answer["response"].status_code == 200, answer["response"].text
+    server.process.wait(timeout=30)
+    assert server.process.returncode in (0, -signal.SIGTERM)  # uvicorn ends by re-raising the signal
+
+
+def test_sigterm_gives_a_workers_job_back_to_the_queue(server_process_factory, database_url: str, fake_llm: FakeLLM):
+    """A ``memsys worker`` told to stop in the middle of an LLM extraction waits its grace time, then gives the
+    stream back to the queue (a job waiting, not a job lost until the stream goes idle); the next worker forms it
+    once."""
+    fake_llm.on('"should_end"', SAME_EPISODE).on('"event_log"', Reply(content=EXTRACTED, delay=60))
+    fake_llm.on('"profiles"', PROFILES)
+    env = {**server_env(database_url, fake_llm), **llm_env(fake_llm, timeout_s=90)}
+    server = server_process_factory({**env, "MEMSYS_WORKERS": "0", "MEMSYS_FLUSH_TIMEOUT_SECONDS": "0.5"})
+    server.start()
+    bodies = [body(i) for i in range(1, 4)]
+    for b in bodies:
+        assert httpx.post(server.base_url + MEMORIZE, json=b, timeout=30).status_code == 200
+    httpx.post(server.base_url + "/api/v3/agentic/flush", json={"group_id": GROUP}, timeout=30)
+
+    worker = server_process_factory(env, command="worker")
+    worker.start()
+    deadline = time.monotonic() + 30
+    while not [p for p in fake_llm.prompts() if '"event_log"' in p]:
+        assert time.monotonic() < deadline, "the extraction never reached the LLM"
+        time.sleep(0.05)
+    worker.process.send_signal(signal.SIGTERM)
+    worker.process.wait(timeout=40)
+    waiting = rows(
+        database_url,
+        "SELECT count(*) AS n FROM procrastinate_jobs WHERE task_name = 'form_stream' AND status = 'todo'",
+    )
+    assert waiting[0]["n"] == 1
+    assert rows(database_url, "SELECT count(*) AS n FROM memcells")[0]["n"] == 0
+
+    fake_llm.reset()
+    fake_llm.on('"should_end"', SAME_EPISODE).on('"event_log"', EXTRACTED).on('"profiles"', PROFILES)
+    worker.start()
+    wait_for(database_url, "SELECT count(*) FROM messages WHERE status = 'pending'", 0, timeout=60)
+    assert rows(database_url, "SELECT count(*) AS n FROM memcells")[0]["n"] == 1
+
+
+def test_requests_beyond_the_slots_get_503_busy_after_the_wait(
+    server_process_factory, database_url: str, fake_llm: FakeLLM
+):
+    """One request slot, a 0.3 s wait for it: while a slow retrieval holds the slot, the next API request is a
+    503 envelope after about 0.3 s; health, outside the bound, still answers."""
+    env = server_env(
+        database_url,
+        fake_llm,
+        MEMSYS_WORKERS="0",
+        MEMSYS_MAX_CONCURRENT_REQUESTS="1",
+        MEMSYS_REQUEST_QUEUE_SECONDS="0.3",
+    )
+    server = server_process_factory(env)
+    server.start()
+    fake_llm.queue(Reply(delay=3, json_body=fake_llm._embeddings({"input": ["slow"]})), path="/v1/embeddings")
+    slow = threading.Thread(
+        target=httpx.post,
+        args=(server.base_url + "/api/v3/agentic/retrieve_lightweight",),
+        kwargs={"json": {"query": "rollout plan", "group_id": GROUP}, "timeout": 30},
+    )
+    slow.start()
+    deadline = time.monotonic() + 10
+    while not [r for r in fake_llm.requests if r.path == "/v1/embeddings"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    started = time.monotonic()
+    busy = httpx.post(server.base_url + MEMORIZE, json=body(1), timeout=30)
+    waited = time.monotonic() - started
+    assert is_envelope_503(busy) and "busy" in busy.json()["message"], busy.text
+    assert 0.25 < waited < 2.5
+    assert httpx.get(server.base_url + "/health", timeout=10).status_code == 200
+    slow.join(timeout=30)
+    assert httpx.post(server.base_url + MEMORIZE, json=body(1), timeout=30).status_code == 200
+
+
+def test_a_full_pool_answers_503_after_the_pool_timeout(settings: Settings) -> None:
+    """Every connection of the pool held elsewhere: a request waits ``MEMSYS_DB_POOL_TIMEOUT_SECONDS`` and gets
+    the 503 envelope rather than hanging."""
+    app = create_app(settings.model_copy(update={"db_pool_size": 1, "db_pool_timeout_seconds": 0.5, "workers": 0}))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        engine = app.state.runtime.engine
+        held = [engine.connect() for _ in range(2)]  # pool_size + max_overflow
+        for conn in held:
+            client.blocking_portal.call(conn.start)
+        try:
+            started = time.monotonic()
+            response = client.post(MEMORIZE, json=body(1))
+            assert is_envelope_503(response), response.text
+            assert 0.4 < time.monotonic() - started < 5
+        finally:
+            for conn in held:
+                client.blocking_portal.call(conn.close)
+        assert client.post(MEMORIZE, json=body(1)).status_code == 200
