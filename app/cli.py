@@ -79,8 +79,11 @@ def _serve(settings: Settings, host: str, port: int) -> int:
 
 
 def _worker(settings: Settings, concurrency: int) -> int:
-    """Formation workers as their own process; SIGTERM or SIGINT stops them after the jobs in hand."""
+    """Formation workers as their own process; SIGTERM or SIGINT stops them after the jobs in hand (those
+    not done in time go back to the queue)."""
     import asyncio
+    import contextlib
+    import signal
 
     from app.formation import tasks
     from app.runtime import build_runtime
@@ -89,7 +92,11 @@ def _worker(settings: Settings, concurrency: int) -> int:
         runtime = build_runtime(settings)
         try:
             async with runtime.kept_alive(), tasks.open_queue(runtime.service_url):
-                await tasks.run_workers(runtime, concurrency, install_signal_handlers=True)
+                workers = asyncio.create_task(tasks.run_workers(runtime, concurrency))
+                for stop in (signal.SIGTERM, signal.SIGINT):
+                    asyncio.get_running_loop().add_signal_handler(stop, workers.cancel)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await workers
         finally:
             await runtime.close()
 
@@ -122,9 +129,7 @@ def _mcp(settings: Settings, tenant: str) -> int:
             server = build_server(lambda ctx: scoped)
             async with runtime.kept_alive(), tasks.open_queue(runtime.service_url):
                 workers = (
-                    asyncio.create_task(tasks.run_workers(runtime, settings.workers, install_signal_handlers=False))
-                    if settings.workers > 0
-                    else None
+                    asyncio.create_task(tasks.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
                 )
                 try:
                     await server.run_stdio_async()

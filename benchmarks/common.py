@@ -150,7 +150,7 @@ def stop(process: subprocess.Popen, timeout_s: float = 30) -> None:
         process.kill()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -172,7 +172,7 @@ def memsys_server(
         return
     with tempfile.TemporaryDirectory(prefix="memsys-bench-") as temporary:
         data = data_dir or Path(temporary)
-        port = _free_port()
+        port = free_port()
         # The benchmarks' LLM stand-ins (and a local vLLM) listen on loopback: let llm_config reach them.
         child_env = {
             **os.environ,

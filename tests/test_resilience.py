@@ -31,14 +31,22 @@ def is_envelope_503(response: httpx.Response) -> bool:
 
 @pytest.mark.parametrize("stop", ["kill -9", "fast", "immediate"])
 def test_the_embedded_server_is_started_again_when_it_dies(server_process_factory, tmp_path: Path, stop: str) -> None:
-    """Killed or shut down under it, the embedded PostgreSQL is started again by memsys itself, without memsys
-    being restarted; meanwhile memorize answers 503 with the envelope, and the client's retry of the same
-    message_id is stored once."""
+    """Killed or shut down under them, the embedded PostgreSQL is started again by memsys itself (a server and a
+    worker on it), without memsys being restarted; meanwhile memorize answers 503 with the envelope, the client's
+    retry of the same message_id is stored once, and the worker goes on forming."""
     data_dir = tmp_path / "memsys-data"
-    env = {"MEMSYS_DATA_DIR": str(data_dir), "MEMSYS_DATABASE_URL": "", "MEMSYS_LOG_LEVEL": "WARNING"}
-    server = server_process_factory({**env, "MEMSYS_WORKERS": "0", "MEMSYS_EMBEDDED_WATCH_SECONDS": "0.5"})
+    env = {
+        "MEMSYS_DATA_DIR": str(data_dir),
+        "MEMSYS_DATABASE_URL": "",
+        "MEMSYS_LOG_LEVEL": "WARNING",
+        "MEMSYS_EMBEDDED_WATCH_SECONDS": "0.5",
+        "MEMSYS_FLUSH_TIMEOUT_SECONDS": "1",
+    }
+    server = server_process_factory({**env, "MEMSYS_WORKERS": "0"})
+    worker = server_process_factory(env, command="worker")
     try:
         server.start()
+        worker.start()
         first = postmaster_pid(data_dir)
         assert first is not None
         message = {**body(1), "message_id": "before"}
@@ -66,7 +74,16 @@ def test_the_embedded_server_is_started_again_when_it_dies(server_process_factor
         assert health.status_code == 200
         again = httpx.post(server.base_url + MEMORIZE, json=retried, timeout=30).json()["result"]
         assert again["status_info"] == "duplicate"
+        # The worker lost its connections too; it is still there and forms both messages.
+        flushed = "pending"
+        while flushed == "pending":
+            assert time.monotonic() < deadline + 30, "the worker never formed the stream after the restart"
+            answer = httpx.post(server.base_url + "/api/v3/agentic/flush", json={"group_id": GROUP}, timeout=30)
+            flushed = answer.json()["result"]["status_info"]
+        assert flushed == "extracted"
+        assert worker.process.poll() is None
     finally:
+        worker.stop()
         server.stop()
         stop_embedded(data_dir)
 

@@ -173,16 +173,17 @@ STOP_WITHIN_S = 10.0
 """Jobs in hand get this long to finish when the workers stop; then they are given up (run again later)."""
 
 
-async def run_workers(runtime: Runtime, concurrency: int, *, install_signal_handlers: bool) -> None:
-    """Form streams until cancelled (or, with signal handlers, until SIGINT/SIGTERM). A worker that fails
-    (the database went away) starts again a few seconds later; its jobs in hand are retried as stalled."""
+async def run_workers(runtime: Runtime, concurrency: int) -> None:
+    """Form streams until cancelled; cancelling lets the jobs in hand finish (``STOP_WITHIN_S``), and gives
+    back to the queue those that do not. A worker that fails or stops by itself (procrastinate stops when its
+    listener loses the database) starts again a few seconds later; its jobs in hand are retried as stalled."""
     while True:
         try:
-            await _run_worker(runtime, concurrency, install_signal_handlers=install_signal_handlers)
-            return
+            await _run_worker(runtime, concurrency)
+            log.warning("the formation worker stopped by itself; starting again in %gs", RESTART_AFTER_S)
         except Exception:  # noqa: BLE001  anything but cancellation: log, wait, start again
             log.exception("the formation worker failed; starting again in %gs", RESTART_AFTER_S)
-            await asyncio.sleep(RESTART_AFTER_S)
+        await asyncio.sleep(RESTART_AFTER_S)
 
 
 async def stop_workers(workers: asyncio.Task) -> None:
@@ -196,11 +197,11 @@ async def stop_workers(workers: asyncio.Task) -> None:
         log.warning("formation workers ended with %r", workers.exception())
 
 
-async def _run_worker(runtime: Runtime, concurrency: int, *, install_signal_handlers: bool) -> None:
+async def _run_worker(runtime: Runtime, concurrency: int) -> None:
     await queue.run_worker_async(
         queues=[QUEUE],
         concurrency=concurrency,
-        install_signal_handlers=install_signal_handlers,
+        install_signal_handlers=False,  # the process's own handlers cancel run_workers
         additional_context={"runtime": runtime},
         delete_jobs="successful",
         fetch_job_polling_interval=1.0,

@@ -61,9 +61,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             _, app.state.mcp_sessions = build_http(settings.host)
             async with runtime.kept_alive(), tasks.open_queue(runtime.service_url), app.state.mcp_sessions.run():
                 workers = (
-                    asyncio.create_task(tasks.run_workers(runtime, settings.workers, install_signal_handlers=False))
-                    if settings.workers > 0
-                    else None
+                    asyncio.create_task(tasks.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
                 )
                 try:
                     yield

@@ -65,7 +65,9 @@ def _field_message(loc: list[str], message: str, kind: str = "") -> str:
 
 
 def handle_memsys_error(request: Request, exc: MemsysError) -> Response:
-    if exc.status_code >= 500:
+    if exc.status_code == 503:
+        _unavailable(request, exc)
+    elif exc.status_code >= 500:
         log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
     return envelope(request, exc.status_code, exc.code, str(exc))
 
@@ -109,10 +111,17 @@ def _describe_litestar_validation(exc: ValidationException) -> str:
 
 
 def handle_database_error(request: Request, exc: Exception) -> Response:
-    log.error("%s %s: database error", request.method, request.url.path, exc_info=exc)
     if isinstance(exc, OperationalError | PoolTimeout | OSError):
+        _unavailable(request, exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc)
         return envelope(request, 503, "SERVICE_UNAVAILABLE", "The database is not available, please retry")
+    log.error("%s %s: database error", request.method, request.url.path, exc_info=exc)
     return envelope(request, 500, "SYSTEM_ERROR", "Internal error, please try again later")
+
+
+def _unavailable(request: Request, cause: BaseException) -> None:
+    """A dependency is away: an outage answers many requests so, one log line each rather than a traceback."""
+    first = (str(cause).strip().splitlines() or [""])[0]
+    log.warning("%s %s: unavailable (%s: %s)", request.method, request.url.path, type(cause).__name__, first)
 
 
 def handle_unexpected(request: Request, exc: Exception) -> Response:
