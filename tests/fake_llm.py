@@ -137,6 +137,13 @@ class FakeLLM:
         return self.chat_requests[-1].prompt
 
     # --- life cycle ------------------------------------------------------------------------------
+    def wait_for_prompt(self, text: str, timeout: float = 30.0) -> None:
+        """Until a chat request containing ``text`` has arrived (an AssertionError after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while not any(text in prompt for prompt in self.prompts()):
+            assert time.monotonic() < deadline, f"no request to the LLM contained {text!r}"
+            time.sleep(0.05)
+
     def start(self) -> FakeLLM:
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-llm", daemon=True)
         self._thread.start()

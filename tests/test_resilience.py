@@ -135,10 +135,7 @@ def test_sigterm_gives_a_workers_job_back_to_the_queue(server_process_factory, d
 
     worker = server_process_factory(env, command="worker")
     worker.start()
-    deadline = time.monotonic() + 30
-    while not [p for p in fake_llm.prompts() if '"event_log"' in p]:
-        assert time.monotonic() < deadline, "the extraction never reached the LLM"
-        time.sleep(0.05)
+    fake_llm.wait_for_prompt('"event_log"')  # the extraction reached the LLM
     worker.process.send_signal(signal.SIGTERM)
     worker.process.wait(timeout=40)
     waiting = rows(
