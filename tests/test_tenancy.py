@@ -187,7 +187,14 @@ def test_rls_is_enabled_and_forced_on_every_tenant_table(database_url: str):
 
 
 def test_refuses_to_serve_anonymous_on_a_public_address(server_process_factory, database_url: str):
-    env = {"MEMSYS_DATABASE_URL": database_url, "MEMSYS_HOST": "0.0.0.0", "MEMSYS_MIGRATE_ON_START": "false"}
+    env = {
+        "MEMSYS_DATABASE_URL": database_url,
+        "MEMSYS_HOST": "0.0.0.0",
+        "MEMSYS_MIGRATE_ON_START": "false",
+        # An embedding endpoint that is never called: no local model loaded by the two start-ups.
+        "MEMSYS_EMBEDDING_PROVIDER": "openai",
+        "MEMSYS_EMBEDDING_BASE_URL": "http://127.0.0.1:9/v1",
+    }
     refused = server_process_factory(env)
     with pytest.raises(RuntimeError, match="MEMSYS_ALLOW_ANONYMOUS"):
         refused.start(timeout=60)
