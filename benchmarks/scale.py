@@ -96,6 +96,12 @@ def parse_args() -> argparse.Namespace:
         "--db-dir", type=Path, help="keep the loaded database here (reused when it exists) instead of a temporary one"
     )
     parser.add_argument("--load-only", action="store_true", help="stop after loading (with --db-dir)")
+    parser.add_argument(
+        "--ef-search",
+        default=None,
+        help="comma-separated hnsw_ef_search values: the vector leg's recall and SQL time for each, one run",
+    )
+    parser.add_argument("--sweep-only", action="store_true", help="with --ef-search: measure nothing else")
     parser.add_argument("--explain-dir", type=Path, default=EXPLAIN_DIR, help="where the EXPLAIN plans go")
     parser.add_argument(
         "--hnsw-before-after",
@@ -419,6 +425,41 @@ def planted_phrase(url: str, engine, settings, embed, now) -> dict:
     return {"phrase": PLANTED, "rank": ranks}
 
 
+def vector_leg(engine, tuned: Settings, queries, now, recall_queries: int, **labels: object) -> list[dict]:
+    """The vector leg's recall@20 against exact search (the first ``recall_queries``) and the SQL time of the
+    embedding and rrf statements over every query, unfiltered and with a group filter, with ``tuned``."""
+    rows = []
+    for entry in recall(engine, tuned, queries[:recall_queries], now):
+        timings: dict[str, list[float]] = {"embedding": [], "rrf": []}
+        with engine.connect() as conn:
+            for q in queries:
+                for mode in timings:
+                    started = time.perf_counter()
+                    ours(conn, tuned, q, entry["filter"] != "none", now, mode=mode)
+                    timings[mode].append((time.perf_counter() - started) * 1000)
+        rows.append(
+            {
+                **labels,
+                "filter": entry["filter"],
+                "ef_search": tuned.hnsw_ef_search,
+                "recall_at_20": entry["recall_at_20"],
+                "recall_min": entry["min"],
+                "embedding_ms": percentiles(timings["embedding"]),
+                "rrf_ms": percentiles(timings["rrf"]),
+            }
+        )
+    return rows
+
+
+def ef_search_sweep(engine, settings, queries, now, recall_queries: int, values: list[int]) -> list[dict]:
+    """``vector_leg`` for each ``hnsw_ef_search`` in ``values``, same queries, one run (the default among them)."""
+    rows = []
+    for ef_search in values:
+        tuned = settings.model_copy(update={"hnsw_ef_search": ef_search})
+        rows += vector_leg(engine, tuned, queries, now, recall_queries, default=ef_search == settings.hnsw_ef_search)
+    return rows
+
+
 def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: int) -> tuple[list[dict], dict]:
     """The vector leg's recall@20 and the SQL time of the embedding and rrf statements, unfiltered and with
     a group filter, on the migrations' HNSW layout and settings ("after") and on the old ones ("before": one
@@ -427,30 +468,8 @@ def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: 
     import psycopg
 
     before = settings.model_copy(update={"hnsw_ef_search": 100})
-    rows = []
-
-    def measure(layout: str, tuned: Settings) -> None:
-        for entry in recall(engine, tuned, queries[:recall_queries], now):
-            timings: dict[str, list[float]] = {"embedding": [], "rrf": []}
-            with engine.connect() as conn:
-                for q in queries:
-                    for mode in timings:
-                        started = time.perf_counter()
-                        ours(conn, tuned, q, entry["filter"] != "none", now, mode=mode)
-                        timings[mode].append((time.perf_counter() - started) * 1000)
-            rows.append(
-                {
-                    "layout": layout,
-                    "filter": entry["filter"],
-                    "ef_search": tuned.hnsw_ef_search,
-                    "recall_at_20": entry["recall_at_20"],
-                    "recall_min": entry["min"],
-                    "embedding_ms": percentiles(timings["embedding"]),
-                    "rrf_ms": percentiles(timings["rrf"]),
-                }
-            )
-
-    measure("one HNSW per memory type (migration 0008)", settings)
+    after = "one HNSW per memory type (migration 0008)"
+    rows = vector_leg(engine, settings, queries, now, recall_queries, layout=after)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET maintenance_work_mem = '4GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
@@ -458,7 +477,7 @@ def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: 
         conn.execute("CREATE INDEX ix_memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)")
         for name in per_type:
             conn.execute(f"DROP INDEX {name}")
-    measure("one HNSW over every type (before)", before)
+    rows += vector_leg(engine, before, queries, now, recall_queries, layout="one HNSW over every type (before)")
     return rows, per_type
 
 
@@ -543,6 +562,19 @@ def main() -> None:
         queries = make_queries(corpus, args.queries, embedder.embed_sync, args.seed)
         engine = create_engine(sqlalchemy_url(url), pool_size=2)
         settings = Settings(database_url=url)
+        sweep = (
+            ef_search_sweep(
+                engine, settings, queries, now, args.recall_queries, [int(v) for v in args.ef_search.split(",")]
+            )
+            if args.ef_search
+            else []
+        )
+        if args.sweep_only:
+            engine.dispose()
+            path = save(args.name, config, {"ef_search_sweep": sweep}, out_dir=args.out)
+            _print_sweep(sweep)
+            print(f"saved {path}")
+            return
         sql_rows = sql_timings(engine, settings, queries, now)
         plans = explain(engine, settings, queries, now, args.size, args.explain_dir)  # warm, after the timed runs
         recall_rows = recall(engine, settings, queries[: args.recall_queries], now)
@@ -571,6 +603,7 @@ def main() -> None:
             "bm25_recall": bm25_rows,
             "planted_phrase": planted,
             "hnsw_before_after": compared,
+            "ef_search_sweep": sweep,
         }
         path = save(args.name, config, results, out_dir=args.out, extra={"timings": timings, "explain": plans})
         if per_type and args.db_dir is not None:
@@ -637,8 +670,29 @@ def main() -> None:
             ],
             ["layout", "filter", "ef_search", "recall@20", "min", "embedding_p50", "rrf_p50", "rrf_p95"],
         )
+    if sweep:
+        _print_sweep(sweep)
     print(f"\nload timings: {timings}\nplans: {plans}\nload average now: {os.getloadavg()}")
     print(f"saved {path}")
+
+
+def _print_sweep(rows: list[dict]) -> None:
+    print("\nThe vector leg per hnsw_ef_search (recall@20 against exact search; SQL ms):")
+    print_table(
+        [
+            {
+                "ef_search": r["ef_search"],
+                "filter": r["filter"],
+                "recall@20": r["recall_at_20"],
+                "min": r["recall_min"],
+                "embedding p50": r["embedding_ms"]["p50"],
+                "rrf p50": r["rrf_ms"]["p50"],
+                "rrf p95": r["rrf_ms"]["p95"],
+            }
+            for r in rows
+        ],
+        ["ef_search", "filter", "recall@20", "min", "embedding p50", "rrf p50", "rrf p95"],
+    )
 
 
 if __name__ == "__main__":

@@ -175,7 +175,7 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
         [
             sys.executable, "-m", "benchmarks.scale", "--size", "3000", "--anchors", "100", "--queries", "8",
             "--recall-queries", "6", "--clients", "1", "--shared-buffers", "128MB", "--hnsw-before-after",
-            "--out", str(tmp_path), "--explain-dir", str(tmp_path / "explain"),
+            "--ef-search", "40,400", "--out", str(tmp_path), "--explain-dir", str(tmp_path / "explain"),
         ],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -186,6 +186,8 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
     layouts = {row["layout"] for row in results["hnsw_before_after"]}
     assert len(layouts) == 2 and len(results["hnsw_before_after"]) == 4
     assert all(0.0 <= row["recall_at_20"] <= 1.0 for row in results["hnsw_before_after"])
+    swept = [(row["ef_search"], row["filter"], row["default"]) for row in results["ef_search_sweep"]]
+    assert swept == [(40, "none", False), (40, "group_id", False), (400, "none", True), (400, "group_id", True)]
     assert len(list((tmp_path / "explain").glob("*.txt"))) == 6
 
 
