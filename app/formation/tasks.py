@@ -48,9 +48,10 @@ async def form_stream(context: procrastinate.JobContext, tenant_id: str, stream_
     except asyncio.CancelledError:
         # The worker is stopping (SIGTERM) and this job did not finish in the grace time: what it had not
         # committed is rolled back; a new job takes the stream back to the queue, for the next worker.
+        # Bounded: a stopping worker must not hang on it (the database may be going away too).
         try:
-            await _again_later(runtime, tenant_id, stream, now=True)
-        except Exception:  # noqa: BLE001  the database is away too: close_idle_streams finds the stream later
+            await asyncio.wait_for(_again_later(runtime, tenant_id, stream, now=True), GIVE_BACK_WITHIN_S)
+        except Exception:  # noqa: BLE001  not given back: close_idle_streams finds the stream later
             log.warning("could not give %s back to the queue", stream_key(tenant_id, stream), exc_info=True)
         raise
     except Exception:
@@ -171,6 +172,8 @@ async def open_queue(service_url: str, *, pool_size: int = 4) -> AsyncIterator[p
 RESTART_AFTER_S = 5.0
 STOP_WITHIN_S = 10.0
 """Jobs in hand get this long to finish when the workers stop; then they are given up (run again later)."""
+GIVE_BACK_WITHIN_S = 5.0
+"""A job given up at the stop has this long to put its stream back in the queue."""
 
 
 async def run_workers(runtime: Runtime, concurrency: int) -> None:
@@ -187,12 +190,19 @@ async def run_workers(runtime: Runtime, concurrency: int) -> None:
 
 
 async def stop_workers(workers: asyncio.Task) -> None:
-    """Stop in-process workers (``run_workers`` in a task), waiting at most ``STOP_WITHIN_S``: a worker that
-    cannot reach the database must not hold the server's shutdown."""
+    """Stop in-process workers (``run_workers`` in a task): the jobs in hand get ``STOP_WITHIN_S``; workers still
+    running after that (waiting on a database that does not answer) are cancelled again, which interrupts what
+    their graceful stop waits on, so that they can never hold the server's shutdown."""
     workers.cancel()
-    done, _ = await asyncio.wait({workers}, timeout=STOP_WITHIN_S + 5)
+    done, _ = await asyncio.wait({workers}, timeout=STOP_WITHIN_S + GIVE_BACK_WITHIN_S + 1)
+    for _ in range(3):
+        if done:
+            break
+        log.warning("formation workers did not stop in time; interrupting them")
+        workers.cancel()
+        done, _ = await asyncio.wait({workers}, timeout=2)
     if not done:
-        log.warning("formation workers did not stop within %gs; leaving them", STOP_WITHIN_S)
+        log.warning("formation workers did not stop; leaving them")
     elif not workers.cancelled() and workers.exception() is not None:
         log.warning("formation workers ended with %r", workers.exception())
 
