@@ -572,7 +572,7 @@ def main() -> None:
         if args.sweep_only:
             engine.dispose()
             path = save(args.name, config, {"ef_search_sweep": sweep}, out_dir=args.out)
-            _print_sweep(sweep)
+            _print_vector_leg(SWEEP_TITLE, sweep)
             print(f"saved {path}")
             return
         sql_rows = sql_timings(engine, settings, queries, now)
@@ -653,36 +653,26 @@ def main() -> None:
     print_table(bm25_rows, ["filter", "recall_at_20", "min", "queries", "exact_ms_p50"])
     print(f"\nPlanted phrase, ranks among {args.size:,} (no filter): {planted['rank']}")
     if compared:
-        print("\nHNSW layouts side by side (SQL level, one client, ms):")
-        print_table(
-            [
-                {
-                    "layout": r["layout"],
-                    "filter": r["filter"],
-                    "ef_search": r["ef_search"],
-                    "recall@20": r["recall_at_20"],
-                    "min": r["recall_min"],
-                    "embedding_p50": r["embedding_ms"]["p50"],
-                    "rrf_p50": r["rrf_ms"]["p50"],
-                    "rrf_p95": r["rrf_ms"]["p95"],
-                }
-                for r in compared
-            ],
-            ["layout", "filter", "ef_search", "recall@20", "min", "embedding_p50", "rrf_p50", "rrf_p95"],
-        )
+        _print_vector_leg("HNSW layouts side by side (SQL level, one client, ms):", compared, ["layout"])
     if sweep:
-        _print_sweep(sweep)
+        _print_vector_leg(SWEEP_TITLE, sweep)
     print(f"\nload timings: {timings}\nplans: {plans}\nload average now: {os.getloadavg()}")
     print(f"saved {path}")
 
 
-def _print_sweep(rows: list[dict]) -> None:
-    print("\nThe vector leg per hnsw_ef_search (recall@20 against exact search; SQL ms):")
+SWEEP_TITLE = "The vector leg per hnsw_ef_search (recall@20 against exact search; SQL ms):"
+
+
+def _print_vector_leg(title: str, rows: list[dict], labels: list[str] | None = None) -> None:
+    """``vector_leg``'s rows as a table, after the columns ``labels`` (e.g. the HNSW layout)."""
+    columns = [*(labels or []), "filter", "ef_search", "recall@20", "min", "embedding p50", "rrf p50", "rrf p95"]
+    print("\n" + title)
     print_table(
         [
             {
-                "ef_search": r["ef_search"],
+                **{label: r[label] for label in labels or []},
                 "filter": r["filter"],
+                "ef_search": r["ef_search"],
                 "recall@20": r["recall_at_20"],
                 "min": r["recall_min"],
                 "embedding p50": r["embedding_ms"]["p50"],
@@ -691,7 +681,7 @@ def _print_sweep(rows: list[dict]) -> None:
             }
             for r in rows
         ],
-        ["ef_search", "filter", "recall@20", "min", "embedding p50", "rrf p50", "rrf p95"],
+        columns,
     )
 
 

@@ -12,6 +12,7 @@ import asyncio
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
+from app.concurrency import slot
 from app.errors import ServiceUnavailable
 from app.observability.metrics import REQUESTS_REJECTED
 
@@ -29,12 +30,9 @@ class RequestLimit(ASGIMiddleware):
         if scope["type"] != "http" or not scope["path"].startswith("/api/"):
             await next_app(scope, receive, send)
             return
-        try:
-            await asyncio.wait_for(self._slots.acquire(), self._wait_s)
-        except TimeoutError:
-            REQUESTS_REJECTED.labels(reason="busy").inc()
-            raise Busy(f"memsys is busy (every request slot stayed taken for {self._wait_s:g}s); retry") from None
-        try:
+        async with slot(self._slots, self._wait_s, self._busy):
             await next_app(scope, receive, send)
-        finally:
-            self._slots.release()
+
+    def _busy(self) -> Busy:
+        REQUESTS_REJECTED.labels(reason="busy").inc()
+        return Busy(f"memsys is busy (every request slot stayed taken for {self._wait_s:g}s); retry")

@@ -23,10 +23,10 @@ RETRIEVAL_SECONDS = Histogram(
 LLM_SECONDS = Histogram("memsys_llm_call_duration_seconds", "One LLM call, retries included", ["outcome"])
 LLM_ERRORS = Counter("memsys_llm_errors_total", "LLM calls that failed after their retries", ["kind"])
 EMBEDDING_SECONDS = Histogram("memsys_embedding_duration_seconds", "One embedding call", ["provider"])
+EMBEDDING_ERRORS = Counter("memsys_embedding_errors_total", "Embedding calls that failed", ["provider"])
 REQUESTS_REJECTED = Counter(
     "memsys_requests_rejected_total", "API requests answered 503 without being handled", ["reason"]
 )
-EMBEDDING_ERRORS = Counter("memsys_embedding_errors_total", "Embedding calls that failed", ["provider"])
 FORMATION_JOBS = Gauge("memsys_formation_jobs", "Formation jobs by state (at the last scrape)", ["state"])
 FORMATION_OLDEST = Gauge(
     "memsys_formation_oldest_pending_seconds", "Age of the oldest waiting formation job (0: none waiting)"

@@ -20,6 +20,7 @@ from typing import Protocol
 
 import httpx
 
+from app.concurrency import slot
 from app.errors import ConfigurationError, ServiceUnavailable
 from app.observability import metrics
 from app.settings import Settings
@@ -328,19 +329,16 @@ class MeasuredEmbedder:
     async def embed(self, texts: list[str]) -> list[list[float]]:
         started = time.perf_counter()
         try:
-            try:
-                await asyncio.wait_for(self._slots.acquire(), self._timeout_s)
-            except TimeoutError:
-                raise EmbeddingError(f"Every embedding slot stayed taken for {self._timeout_s:g}s") from None
-            try:
+            async with slot(self._slots, self._timeout_s, self._refused):
                 return await self.inner.embed(texts)
-            finally:
-                self._slots.release()
         except Exception:
             metrics.EMBEDDING_ERRORS.labels(provider=self.provider).inc()
             raise
         finally:
             metrics.EMBEDDING_SECONDS.labels(provider=self.provider).observe(time.perf_counter() - started)
+
+    def _refused(self) -> EmbeddingError:
+        return EmbeddingError(f"Every embedding slot stayed taken for {self._timeout_s:g}s")
 
     def __getattr__(self, name: str):  # embed_sync and the rest of the inner embedder's own
         return getattr(self.inner, name)

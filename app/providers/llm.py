@@ -14,13 +14,11 @@ client's URL is reached only at the address checked for it (``app.providers.llm_
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import random
 import re
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +27,7 @@ import openai
 from openai import AsyncOpenAI
 from pydantic import BaseModel, ValidationError
 
+from app.concurrency import slot
 from app.errors import InvalidParameter, ServiceUnavailable
 from app.observability import metrics
 from app.providers.llm_urls import PinnedHost, pinned_http_client
@@ -244,20 +243,9 @@ class LLMClient:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    @contextlib.asynccontextmanager
-    async def _slot(self) -> AsyncIterator[None]:
-        """One of the process's ``MEMSYS_LLM_MAX_CONCURRENCY`` call slots, waited for at most the timeout."""
-        try:
-            await asyncio.wait_for(self._slots.acquire(), self.timeout_s)
-        except TimeoutError:
-            raise LLMTimeout(f"Every LLM call slot stayed taken for {self.timeout_s:g}s") from None
-        try:
-            yield
-        finally:
-            self._slots.release()
-
     async def _once(self, client: AsyncOpenAI, model: str, messages, max_tokens, tools) -> ChatReply:
-        async with self._slot():
+        refused = lambda: LLMTimeout(f"Every LLM call slot stayed taken for {self.timeout_s:g}s")  # noqa: E731
+        async with slot(self._slots, self.timeout_s, refused):
             try:
                 response = await client.chat.completions.create(
                     model=model,
