@@ -112,7 +112,7 @@ def panel_plot(
     )
     for axes, (title, series) in zip(grid.flat, panels.items(), strict=False):
         for label, (xs, ys) in series.items():
-            style = "-" if not label.startswith("raw-") else "--"
+            style = "--" if label.startswith("raw-") else ":" if "(before" in label else "-"
             axes.plot(xs, ys, style, marker="o", linewidth=1.4, markersize=3, label=label)
         if log2_x:
             axes.set_xscale("log", base=2)

@@ -356,6 +356,44 @@ def plot(rows: list[dict], out_dir: Path) -> list[Path]:
     return paths
 
 
+BEFORE_AFTER = (("memsys", "rrf", "event_log"), ("raw-rrf", "rrf", "raw_turns"))
+"""The rows a before/after figure draws: memsys's best mode and source, and the raw-turn baseline."""
+
+
+def before_after_plot(rows: list[dict], before: Path, out_dir: Path) -> Path:
+    """Recall against token budget per category: this run's ``BEFORE_AFTER`` rows, and memsys's row of an
+    earlier run's results.json (``before``, dotted, labelled with that run's date)."""
+    earlier = json.loads(before.read_text())
+    when = earlier["machine"]["when"][:10]
+    runs = [(rows, "now", BEFORE_AFTER), (earlier["results"], f"before, {when}", BEFORE_AFTER[:1])]
+    labels = {"all": "all categories", **{str(c): f"category {c}, {name}" for c, name in CATEGORIES.items()}}
+    drawn = {
+        f"LoCoMo evidence recall, {title}": {
+            f"{r['system']} {r['retrieval_mode']} {r['data_source']} ({label})": (
+                list(TOKEN_BUDGETS),
+                [r["recall_at_tokens"][str(t)] for t in TOKEN_BUDGETS],
+            )
+            for run_rows, label, wanted in runs
+            for r in run_rows
+            if r["category"] == category and (r["system"], r["retrieval_mode"], r["data_source"]) in wanted
+        }
+        for category, title in labels.items()
+    }
+    panels = {title: series for title, series in drawn.items() if series}  # categories the data has
+    options = {"xlabel": "budget of retrieved text (tokens, 4 chars each)", "ylabel": "evidence recall", "log2_x": True}
+    return panel_plot(out_dir / "recall_vs_budget_before_after.png", panels, **options)
+
+
+def replot(args: argparse.Namespace) -> list[Path]:
+    """The figures again from ``--out``'s results.json (and ``--before``), without running anything."""
+    rows = json.loads((args.out / "results.json").read_text())["results"]
+    plots = plot(rows, args.out)
+    if args.before:
+        plots.append(before_after_plot(rows, args.before, args.out))
+    print(f"wrote {', '.join(str(p) for p in plots)}")
+    return plots
+
+
 def run(args: argparse.Namespace, env: dict[str, str] | None = None) -> dict:
     """The whole benchmark; ``env`` adds to the environment of the memsys it starts (e.g. another embedder)."""
     run_started = time.perf_counter()
@@ -405,6 +443,8 @@ def run(args: argparse.Namespace, env: dict[str, str] | None = None) -> dict:
         extra={"benchmark": "locomo", "timing": timing, "memory_chars": memory_sizes(ranked)},
     )
     plots = plot(rows, out_dir)
+    if args.before:
+        plots.append(before_after_plot(rows, args.before, out_dir))
     if args.details:
         write_details(out_dir / "details.jsonl", conversations, ranked)
     print(
@@ -444,7 +484,7 @@ def ingest_and_report(base_url: str, conversations: list[Conversation], concurre
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="a file in the LoCoMo format")
+    parser.add_argument("--data", type=Path, help="a file in the LoCoMo format (required unless --replot)")
     parser.add_argument("--base-url", help="a running memsys; default: start one on a fresh embedded database")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where results.json and the plots go")
     parser.add_argument("--limit-conversations", type=int, help="only the first N conversations")
@@ -454,8 +494,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--llm", metavar="BASE_URL", help="also ask retrieve_agentic with this OpenAI-compatible LLM")
     parser.add_argument("--llm-model", default=os.environ.get("MEMSYS_LLM_MODEL", "qwen/qwen3-235b-a22b-2507"))
     parser.add_argument("--llm-api-key", default=os.environ.get("MEMSYS_LLM_API_KEY"))
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--before", type=Path, help="an earlier run's results.json: also plot recall_vs_budget_before_after.png"
+    )
+    parser.add_argument("--replot", action="store_true", help="only draw the figures again from --out's results.json")
+    args = parser.parse_args(argv)
+    if args.data is None and not args.replot:
+        parser.error("--data is required (unless --replot)")
+    return args
 
 
 if __name__ == "__main__":
-    run(parse_args())
+    arguments = parse_args()
+    replot(arguments) if arguments.replot else run(arguments)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import tempfile
@@ -101,7 +102,14 @@ def parse_args() -> argparse.Namespace:
         default=None,
         help="comma-separated hnsw_ef_search values: the vector leg's recall and SQL time for each, one run",
     )
-    parser.add_argument("--sweep-only", action="store_true", help="with --ef-search: measure nothing else")
+    parser.add_argument(
+        "--bm25-bounds",
+        default=None,
+        help="comma-separated MAX_CANDIDATES:DF_BUDGET pairs: the BM25 leg's recall and SQL time for each, one run",
+    )
+    parser.add_argument(
+        "--sweep-only", action="store_true", help="with --ef-search or --bm25-bounds: measure nothing else"
+    )
     parser.add_argument("--explain-dir", type=Path, default=EXPLAIN_DIR, help="where the EXPLAIN plans go")
     parser.add_argument(
         "--hnsw-before-after",
@@ -460,11 +468,44 @@ def ef_search_sweep(engine, settings, queries, now, recall_queries: int, values:
     return rows
 
 
-def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: int) -> tuple[list[dict], dict]:
+def bm25_sweep(engine, settings, queries, now, recall_queries: int, bounds: list[tuple[int, int]]) -> list[dict]:
+    """For each (bm25_max_candidates, bm25_df_budget) in ``bounds``: the BM25 leg's recall@20 against exact BM25
+    (the first ``recall_queries``) and the SQL time of the bm25 and rrf statements over every query, unfiltered
+    and with a group filter, same queries, one run (the default among them)."""
+    rows = []
+    for candidates, budget in bounds:
+        tuned = settings.model_copy(update={"bm25_max_candidates": candidates, "bm25_df_budget": budget})
+        for entry in bm25_recall(engine, tuned, queries[:recall_queries], now):
+            grouped = entry["filter"] != "none"
+            timings: dict[str, list[float]] = {"bm25": [], "rrf": []}
+            with engine.connect() as conn:
+                for q in queries:
+                    for mode in timings:
+                        started = time.perf_counter()
+                        ours(conn, tuned, q, grouped, now, mode=mode)
+                        timings[mode].append((time.perf_counter() - started) * 1000)
+            rows.append(
+                {
+                    "filter": entry["filter"],
+                    "max_candidates": candidates,
+                    "df_budget": budget,
+                    "default": (candidates, budget) == (settings.bm25_max_candidates, settings.bm25_df_budget),
+                    "recall_at_20": entry["recall_at_20"],
+                    "recall_min": entry["min"],
+                    "exact_ms_p50": entry["exact_ms_p50"],
+                    "bm25_ms": percentiles(timings["bm25"]),
+                    "rrf_ms": percentiles(timings["rrf"]),
+                }
+            )
+    return rows
+
+
+def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: int, swapped: Path) -> list[dict]:
     """The vector leg's recall@20 and the SQL time of the embedding and rrf statements, unfiltered and with
     a group filter, on the migrations' HNSW layout and settings ("after") and on the old ones ("before": one
     index over every type, pgvector's default m and ef_construction, hnsw_ef_search 100), same table and
-    queries, one run. Returns the rows and the migrations' index definitions (``restore_hnsw`` puts them back)."""
+    queries, one run. The migrations' index definitions are written to ``swapped`` first: ``restore_hnsw``
+    puts them back, also at the next start if this run is stopped before it could."""
     import psycopg
 
     before = settings.model_copy(update={"hnsw_ef_search": 100})
@@ -474,24 +515,26 @@ def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: 
         conn.execute("SET maintenance_work_mem = '4GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
         per_type = dict(conn.execute(named_query("vector_indexes")).fetchall())
+        swapped.write_text(json.dumps(per_type))
         conn.execute("CREATE INDEX ix_memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)")
         for name in per_type:
             conn.execute(f"DROP INDEX {name}")
     rows += vector_leg(engine, before, queries, now, recall_queries, layout="one HNSW over every type (before)")
-    return rows, per_type
+    return rows
 
 
-def restore_hnsw(url: str, per_type: dict[str, str]) -> None:
-    """Back to the migrations' HNSW layout in a kept database (minutes at 1M)."""
+def restore_hnsw(url: str, swapped: Path) -> None:
+    """Back to the migrations' HNSW layout, from the definitions ``hnsw_before_after`` wrote (minutes at 1M)."""
     import psycopg
 
-    print("restoring the migrations' HNSW indexes in the kept database ...")
+    print("restoring the migrations' HNSW indexes ...", flush=True)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET maintenance_work_mem = '4GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
-        for ddl in per_type.values():
-            conn.execute(ddl)
-        conn.execute("DROP INDEX ix_memories_embedding_hnsw")
+        for ddl in json.loads(swapped.read_text()).values():
+            conn.execute(ddl.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+        conn.execute("DROP INDEX IF EXISTS ix_memories_embedding_hnsw")
+    swapped.unlink()
 
 
 def explain(engine, settings, queries, now, size: int, directory: Path = EXPLAIN_DIR) -> list[str]:
@@ -552,6 +595,9 @@ def main() -> None:
         timings["anchor_embedding_s"] = round(time.perf_counter() - started, 1)
         server, url = start_database(directory, args.shared_buffers)
         migrate.upgrade(url, 384)  # a kept database gets newer migrations too
+        swapped = directory / "hnsw_swapped.json"
+        if swapped.exists():  # a --hnsw-before-after run was stopped before it restored the indexes
+            restore_hnsw(url, swapped)
         if reuse:
             now = reused_now(url)
         else:
@@ -569,10 +615,17 @@ def main() -> None:
             if args.ef_search
             else []
         )
+        bm25_bounds = (
+            bm25_sweep(engine, settings, queries, now, args.recall_queries, parse_bounds(args.bm25_bounds))
+            if args.bm25_bounds
+            else []
+        )
         if args.sweep_only:
             engine.dispose()
-            path = save(args.name, config, {"ef_search_sweep": sweep}, out_dir=args.out)
-            _print_vector_leg(SWEEP_TITLE, sweep)
+            path = save(
+                args.name, config, {"ef_search_sweep": sweep, "bm25_bounds_sweep": bm25_bounds}, out_dir=args.out
+            )
+            _print_sweeps(sweep, bm25_bounds)
             print(f"saved {path}")
             return
         sql_rows = sql_timings(engine, settings, queries, now)
@@ -589,10 +642,10 @@ def main() -> None:
                         http_rows.append(row)
                         print(f"  http {mode:9s} {row['filter']:8s} clients={clients}: p50 {row['e2e_ms']['p50']} ms")
         # Last: it changes the indexes under the table.
-        compared, per_type = (
-            hnsw_before_after(url, engine, settings, queries, now, args.recall_queries)
+        compared = (
+            hnsw_before_after(url, engine, settings, queries, now, args.recall_queries, swapped)
             if args.hnsw_before_after
-            else ([], {})
+            else []
         )
         engine.dispose()
         timings["total_s"] = round(time.perf_counter() - started, 1)
@@ -604,10 +657,11 @@ def main() -> None:
             "planted_phrase": planted,
             "hnsw_before_after": compared,
             "ef_search_sweep": sweep,
+            "bm25_bounds_sweep": bm25_bounds,
         }
         path = save(args.name, config, results, out_dir=args.out, extra={"timings": timings, "explain": plans})
-        if per_type and args.db_dir is not None:
-            restore_hnsw(url, per_type)
+        if compared and args.db_dir is not None:
+            restore_hnsw(url, swapped)
     finally:
         if server is not None:
             server.cleanup()
@@ -654,13 +708,38 @@ def main() -> None:
     print(f"\nPlanted phrase, ranks among {args.size:,} (no filter): {planted['rank']}")
     if compared:
         _print_vector_leg("HNSW layouts side by side (SQL level, one client, ms):", compared, ["layout"])
-    if sweep:
-        _print_vector_leg(SWEEP_TITLE, sweep)
+    _print_sweeps(sweep, bm25_bounds)
     print(f"\nload timings: {timings}\nplans: {plans}\nload average now: {os.getloadavg()}")
     print(f"saved {path}")
 
 
-SWEEP_TITLE = "The vector leg per hnsw_ef_search (recall@20 against exact search; SQL ms):"
+def parse_bounds(value: str) -> list[tuple[int, int]]:
+    """``--bm25-bounds`` "1000:10000,4000:40000" as (max_candidates, df_budget) pairs."""
+    pairs = [item.split(":") for item in value.split(",")]
+    return [(int(candidates), int(budget)) for candidates, budget in pairs]
+
+
+def _print_sweeps(ef_search: list[dict], bm25_bounds: list[dict]) -> None:
+    if ef_search:
+        _print_vector_leg("The vector leg per hnsw_ef_search (recall@20 against exact search; SQL ms):", ef_search)
+    if bm25_bounds:
+        print("\nThe BM25 leg per candidate bounds (recall@20 against exact BM25; SQL ms):")
+        print_table(
+            [
+                {
+                    "filter": r["filter"],
+                    "candidates:df": f"{r['max_candidates']}:{r['df_budget']}",
+                    "recall@20": r["recall_at_20"],
+                    "min": r["recall_min"],
+                    "bm25 p50": r["bm25_ms"]["p50"],
+                    "rrf p50": r["rrf_ms"]["p50"],
+                    "rrf p95": r["rrf_ms"]["p95"],
+                    "exact p50": r["exact_ms_p50"],
+                }
+                for r in bm25_bounds
+            ],
+            ["filter", "candidates:df", "recall@20", "min", "bm25 p50", "rrf p50", "rrf p95", "exact p50"],
+        )
 
 
 def _print_vector_leg(title: str, rows: list[dict], labels: list[str] | None = None) -> None:

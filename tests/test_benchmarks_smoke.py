@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.evidence_recall import Retrieved, clean_evidence, recall_at_k, recall_at_tokens, within_budget
-from benchmarks.locomo import load_conversations, parse_args, parse_session_time, run
+from benchmarks.locomo import load_conversations, parse_args, parse_session_time, replot, run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,6 +150,12 @@ def test_locomo_benchmark_end_to_end(tmp_path: Path, fake_llm) -> None:
     assert row("raw-bm25", "bm25", "raw_turns", "4")["recall_at_k"]["1"] >= 0.5
     assert (out / "recall_vs_budget.png").stat().st_size > 1000
 
+    # The before/after figure, drawn again from the saved results beside an earlier run's (here: itself).
+    (out / "recall_vs_budget_before_after.png").unlink(missing_ok=True)
+    drawn = replot(parse_args(["--replot", "--out", str(out), "--before", str(out / "results.json")]))
+    assert out / "recall_vs_budget_before_after.png" in drawn
+    assert (out / "recall_vs_budget_before_after.png").stat().st_size > 1000
+
 
 def test_embedders_benchmark_end_to_end(tmp_path: Path) -> None:
     from benchmarks import embedders
@@ -175,7 +181,8 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
         [
             sys.executable, "-m", "benchmarks.scale", "--size", "3000", "--anchors", "100", "--queries", "8",
             "--recall-queries", "6", "--clients", "1", "--shared-buffers", "128MB", "--hnsw-before-after",
-            "--ef-search", "40,400", "--out", str(tmp_path), "--explain-dir", str(tmp_path / "explain"),
+            "--ef-search", "40,400", "--bm25-bounds", "10:100,1000:10000", "--out", str(tmp_path),
+            "--explain-dir", str(tmp_path / "explain"),
         ],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -188,6 +195,9 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
     assert all(0.0 <= row["recall_at_20"] <= 1.0 for row in results["hnsw_before_after"])
     swept = [(row["ef_search"], row["filter"], row["default"]) for row in results["ef_search_sweep"]]
     assert swept == [(40, "none", False), (40, "group_id", False), (400, "none", True), (400, "group_id", True)]
+    bounds = [(row["max_candidates"], row["filter"], row["default"]) for row in results["bm25_bounds_sweep"]]
+    assert bounds == [(10, "none", False), (10, "group_id", False), (1000, "none", True), (1000, "group_id", True)]
+    assert all(0.0 <= row["recall_at_20"] <= 1.0 for row in results["bm25_bounds_sweep"])
     assert len(list((tmp_path / "explain").glob("*.txt"))) == 6
 
 
