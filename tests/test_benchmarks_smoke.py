@@ -181,7 +181,7 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
         [
             sys.executable, "-m", "benchmarks.scale", "--size", "3000", "--anchors", "100", "--queries", "8",
             "--recall-queries", "6", "--clients", "1", "--shared-buffers", "128MB", "--hnsw-before-after",
-            "--ef-search", "40,400", "--bm25-bounds", "10:100,1000:10000", "--out", str(tmp_path),
+            "--ef-search", "40,800", "--bm25-bounds", "10:100,1000:10000", "--out", str(tmp_path),
             "--explain-dir", str(tmp_path / "explain"),
         ],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
@@ -194,7 +194,7 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
     assert len(layouts) == 2 and len(results["hnsw_before_after"]) == 4
     assert all(0.0 <= row["recall_at_20"] <= 1.0 for row in results["hnsw_before_after"])
     swept = [(row["ef_search"], row["filter"], row["default"]) for row in results["ef_search_sweep"]]
-    assert swept == [(40, "none", False), (40, "group_id", False), (400, "none", True), (400, "group_id", True)]
+    assert swept == [(40, "none", False), (40, "group_id", False), (800, "none", True), (800, "group_id", True)]
     bounds = [(row["max_candidates"], row["filter"], row["default"]) for row in results["bm25_bounds_sweep"]]
     assert bounds == [(10, "none", False), (10, "group_id", False), (1000, "none", True), (1000, "group_id", True)]
     assert all(0.0 <= row["recall_at_20"] <= 1.0 for row in results["bm25_bounds_sweep"])
@@ -225,3 +225,14 @@ def test_citus_benchmark_end_to_end(tmp_path: Path, on_citus: bool, request: pyt
         assert all(row["vector_recall_at_20"] == 1.0 for row in results[name]["retrieval"])  # 300 memories: exact
         assert results[name]["copy"]["rows"] == 600 and results[name]["memorize"]["messages"] == 30
     assert results["rrf_top20_shared"] == 1.0
+
+
+def test_embedding_runtime_benchmark_end_to_end(tmp_path: Path) -> None:
+    """benchmarks/embedding_runtime.py on a few texts: both runtimes measured, and their vectors the same."""
+    from benchmarks import embedding_runtime
+
+    embedding_runtime.main(["--queries", "12", "--batch", "8", "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "embedding_runtime.json").read_text())["results"]
+    assert [row["runtime"] for row in results["runtimes"]] == ["torch", "onnx"]
+    assert all(row["query_ms"]["p50"] > 0 and row["batch_texts_per_s"] > 0 for row in results["runtimes"])
+    assert results["max_abs_difference"] < 1e-5

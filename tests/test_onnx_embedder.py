@@ -1,0 +1,82 @@
+"""The local model on ONNX Runtime gives torch's vectors, exports once per model, and a model it cannot run
+stays on torch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.providers import onnx_model
+from app.providers.embeddings import LocalEmbedder, _bundled_model_path
+
+TEXTS = [
+    "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+    "我最喜欢吃北京烤鸭，尤其是冬天的时候。",
+    "deadline " * 400,  # longer than the model's 256 tokens: truncated the same way
+    "What food do I love most?",
+    "ok",
+]
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "memsys" / "onnx"
+
+
+def test_onnx_and_torch_give_the_same_vectors_in_the_callers_order() -> None:
+    on_onnx = LocalEmbedder("all-MiniLM-L6-v2", 384, 2, threads=1, runtime="onnx")  # batches of 2: sorted, put back
+    on_torch = LocalEmbedder("all-MiniLM-L6-v2", 384, 2, threads=1, runtime="torch")
+    assert isinstance(on_onnx._model, onnx_model.OnnxSentenceModel)
+    assert not isinstance(on_torch._model, onnx_model.OnnxSentenceModel)
+
+    a, b = np.array(on_onnx.embed_sync(TEXTS)), np.array(on_torch.embed_sync(TEXTS))
+    assert a.shape == (5, 384)
+    assert np.abs(a - b).max() < 1e-5
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-6)
+
+
+def test_the_export_is_made_once_and_again_when_the_model_changes(cache: Path, tmp_path: Path) -> None:
+    folder = _copy_of_the_bundled_model(tmp_path / "model")
+    first = onnx_model._exported(folder)
+    assert first.parent == cache and first.name == f"model-{onnx_model._fingerprint(folder)}.onnx"
+    made = first.stat().st_mtime_ns
+    assert onnx_model._exported(folder) == first and first.stat().st_mtime_ns == made  # reused
+
+    (folder / "README.md").write_text("a changed model folder")
+    second = onnx_model._exported(folder)
+    assert second != first and second.exists()
+    assert not list(cache.glob("*.partial"))
+
+
+def test_a_model_without_mean_pooling_stays_on_torch(cache: Path, tmp_path: Path) -> None:
+    folder = _copy_of_the_bundled_model(tmp_path / "cls-model")
+    pooling = folder / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    pooling.write_text(json.dumps({**config, "pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}))
+
+    assert onnx_model.load(folder, 1) is None
+    embedder = LocalEmbedder(str(folder), 384, 8, threads=1, runtime="onnx")
+    assert not isinstance(embedder._model, onnx_model.OnnxSentenceModel)
+    mean_pooled = LocalEmbedder("all-MiniLM-L6-v2", 384, 8, threads=1, runtime="onnx")
+    cls, mean = np.array(embedder.embed_sync(TEXTS[:1])), np.array(mean_pooled.embed_sync(TEXTS[:1]))
+    assert np.abs(cls - mean).max() > 1e-3  # its own pooling, not ours
+    assert not cache.exists() or not list(cache.glob("cls-model-*"))
+
+
+def _copy_of_the_bundled_model(folder: Path) -> Path:
+    """The bundled model's files: the weights linked, the small files copied (so that they can change)."""
+    source = _bundled_model_path()
+    for path in source.rglob("*"):
+        if path.is_file():
+            target = folder / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if path.stat().st_size > 1_000_000:
+                target.symlink_to(path)
+            else:
+                shutil.copy(path, target)
+    return folder
