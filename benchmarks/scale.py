@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -89,6 +90,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=150, help="queries per configuration")
     parser.add_argument("--recall-queries", type=int, default=50, help="queries for recall (exact search is a scan)")
     parser.add_argument("--clients", default="1,8", help="concurrent HTTP clients, comma separated")
+    parser.add_argument(
+        "--http-before",
+        metavar="NAME=VALUE,...",
+        help="also measure HTTP with a memsys of these settings, side by side (e.g. MEMSYS_HNSW_EF_SEARCH=400)",
+    )
     parser.add_argument("--shared-buffers", default="4GB")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", type=Path, help="results directory (default benchmarks/results)")
@@ -237,6 +243,32 @@ async def http_run(base_url: str, queries: list[Query], mode: str, grouped: bool
 
 
 # ---------------------------------------------------------------------------------------------- SQL level
+def http_section(url: str, queries, clients: list[int], before: str | None) -> list[dict]:
+    """End to end through HTTP, per client count, filter and mode; with ``before`` (``NAME=VALUE,...``) a
+    second ``memsys serve`` with those settings answers the same queries right after each measurement, side
+    by side (rows labelled ``settings``)."""
+    servers = {"now": {}}
+    if before:
+        servers["before: " + before] = dict(item.split("=", 1) for item in before.split(","))
+    rows = []
+    with contextlib.ExitStack() as stack:
+        bases = {
+            label: stack.enter_context(
+                memsys_server(env={"MEMSYS_DATABASE_URL": url, "MEMSYS_LOG_LEVEL": "WARNING", **extra})
+            )
+            for label, extra in servers.items()
+        }
+        for count in clients:
+            for grouped in (False, True):
+                for mode in MODES:
+                    for label, base_url in bases.items():
+                        row = {"settings": label, **asyncio.run(http_run(base_url, queries, mode, grouped, count))}
+                        rows.append(row)
+                        p50 = row["e2e_ms"]["p50"]
+                        print(f"  http {mode:9s} {row['filter']:8s} clients={count} {label}: p50 {p50} ms")
+    return rows
+
+
 def parameters_for(
     settings: Settings, q: Query, grouped: bool, now, mode: str, top_k: int, tenant: str = "default"
 ) -> dict:
@@ -633,14 +665,7 @@ def main() -> None:
         recall_rows = recall(engine, settings, queries[: args.recall_queries], now)
         bm25_rows = bm25_recall(engine, settings, queries[: args.recall_queries], now)
         planted = planted_phrase(url, engine, settings, embedder.embed_sync, now)
-        http_rows = []
-        with memsys_server(env={"MEMSYS_DATABASE_URL": url, "MEMSYS_LOG_LEVEL": "WARNING"}) as base_url:
-            for clients in [int(c) for c in args.clients.split(",")]:
-                for grouped in (False, True):
-                    for mode in MODES:
-                        row = asyncio.run(http_run(base_url, queries, mode, grouped, clients))
-                        http_rows.append(row)
-                        print(f"  http {mode:9s} {row['filter']:8s} clients={clients}: p50 {row['e2e_ms']['p50']} ms")
+        http_rows = http_section(url, queries, [int(c) for c in args.clients.split(",")], args.http_before)
         # Last: it changes the indexes under the table.
         compared = (
             hnsw_before_after(url, engine, settings, queries, now, args.recall_queries, swapped)
@@ -672,6 +697,7 @@ def main() -> None:
     print_table(
         [
             {
+                "settings": r["settings"],
                 "mode": r["mode"],
                 "filter": r["filter"],
                 "clients": r["clients"],
@@ -685,7 +711,7 @@ def main() -> None:
             }
             for r in http_rows
         ],
-        ["mode", "filter", "clients", "p50", "p95", "p99", "embed_p50", "server_p50", "qps", "results"],
+        ["settings", "mode", "filter", "clients", "p50", "p95", "p99", "embed_p50", "server_p50", "qps", "results"],
     )
     print("\nSQL level, same table and query vectors, one client (ms, query embedding excluded):")
     print_table(

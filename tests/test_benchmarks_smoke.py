@@ -181,6 +181,7 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
         [
             sys.executable, "-m", "benchmarks.scale", "--size", "3000", "--anchors", "100", "--queries", "8",
             "--recall-queries", "6", "--clients", "1", "--shared-buffers", "128MB", "--hnsw-before-after",
+            "--http-before", "MEMSYS_HNSW_EF_SEARCH=400,MEMSYS_EMBEDDING_RUNTIME=torch",
             "--ef-search", "40,800", "--bm25-bounds", "10:100,1000:10000", "--out", str(tmp_path),
             "--explain-dir", str(tmp_path / "explain"),
         ],
@@ -189,6 +190,8 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((tmp_path / "scale.json").read_text())["results"]
     assert results["planted_phrase"]["rank"]["bm25"] == 1
+    labels = [row["settings"] for row in results["http"]]
+    assert labels == ["now", "before: MEMSYS_HNSW_EF_SEARCH=400,MEMSYS_EMBEDDING_RUNTIME=torch"] * 6  # 2 × 3 modes
     assert {row["filter"] for row in results["bm25_recall"]} == {"none", "group_id"}
     layouts = {row["layout"] for row in results["hnsw_before_after"]}
     assert len(layouts) == 2 and len(results["hnsw_before_after"]) == 4

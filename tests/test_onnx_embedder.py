@@ -80,3 +80,16 @@ def _copy_of_the_bundled_model(folder: Path) -> Path:
             else:
                 shutil.copy(path, target)
     return folder
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_model_on_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the cache directory would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    folder = _copy_of_the_bundled_model(tmp_path / "model")
+    assert onnx_model.load(folder, 1) is None
+    embedder = LocalEmbedder(str(folder), 384, 8, threads=1, runtime="onnx")
+    assert not isinstance(embedder._model, onnx_model.OnnxSentenceModel)
+    assert len(embedder.embed_sync(["still embedded"])[0]) == 384

@@ -68,12 +68,17 @@ class OnnxSentenceModel:
 
 def load(folder: Path, threads: int) -> OnnxSentenceModel | None:
     """The model in ``folder`` on ONNX Runtime, exported first if need be; None if its pipeline is not a
-    transformer with mean pooling (it then stays on torch)."""
+    transformer with mean pooling or the export fails (it then stays on torch)."""
     max_length = _mean_pooled(folder)
     if max_length is None:
         log.info("The embedding model at %s is not a transformer with mean pooling: it runs on torch", folder)
         return None
-    return OnnxSentenceModel(folder, _exported(folder), max_length, threads)
+    try:
+        exported = _exported(folder)
+    except Exception as exc:  # a read-only cache, a model the exporter cannot trace: torch still works
+        log.warning("Could not export the embedding model at %s to ONNX (%s): it runs on torch", folder, exc)
+        return None
+    return OnnxSentenceModel(folder, exported, max_length, threads)
 
 
 def _mean_pooled(folder: Path) -> int | None:
