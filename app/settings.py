@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     embedding_api_key: str | None = None
     embedding_batch_size: int = 64
     embedding_runtime: Literal["onnx", "torch"] = "onnx"
-    """How the local model runs: ONNX Runtime (the same vectors as torch, a query about 3× faster; the model is
+    """How the local model runs: ONNX Runtime (the same vectors as torch, a query about twice as fast; the model is
     exported once into ~/.cache/memsys/onnx) or torch. A model other than a transformer with mean pooling
     always runs on torch."""
     embedding_threads: int = 1
