@@ -53,6 +53,12 @@ def test_the_embedded_server_is_started_again_when_it_dies(
     try:
         server.start()
         worker.start()
+        owner = subprocess.run(
+            [sys.executable, "-m", "app.cli", "db-url"], env={**os.environ, **env}, capture_output=True, text=True
+        ).stdout.strip()
+        # The fault is for a running worker: wait for its queue's LISTEN connection (one still starting up would
+        # meet the dead database in its migration and exit, which a supervisor, not memsys, answers).
+        wait_for(owner, "SELECT count(*) > 0 FROM pg_stat_activity WHERE query ILIKE 'LISTEN%'", True, timeout=60)
         first = postmaster_pid(data_dir)
         assert first is not None
         message = {**body(1), "message_id": "before"}
@@ -83,11 +89,12 @@ def test_the_embedded_server_is_started_again_when_it_dies(
         # The worker lost its connections too; it is still there and forms both messages (flush asks for it; a
         # flush that times out answers "pending", the next one may find the stream formed meanwhile).
         httpx.post(server.base_url + "/api/v3/agentic/flush", json={"group_id": GROUP}, timeout=30)
-        owner = subprocess.run(
-            [sys.executable, "-m", "app.cli", "db-url"], env={**os.environ, **env}, capture_output=True, text=True
-        ).stdout.strip()
         formed = "SELECT count(*) FROM messages WHERE status = 'processed' AND memcell_id IS NOT NULL"
-        wait_for(owner, formed, 2, timeout=60)
+        try:
+            wait_for(owner, formed, 2, timeout=60)
+        except AssertionError as failed:  # what the worker did, for a failure that does not repeat
+            jobs = rows(owner, "SELECT task_name, status, attempts, scheduled_at FROM procrastinate_jobs ORDER BY id")
+            raise AssertionError(f"{failed}\njobs: {jobs}\nworker:\n{worker.output()[-6000:]}") from failed
         assert rows(owner, "SELECT count(*) AS n FROM memcells")[0]["n"] == 1
         assert worker.process.poll() is None
     finally:
