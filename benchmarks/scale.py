@@ -470,13 +470,7 @@ def vector_leg(engine, tuned: Settings, queries, now, recall_queries: int, **lab
     embedding and rrf statements over every query, unfiltered and with a group filter, with ``tuned``."""
     rows = []
     for entry in recall(engine, tuned, queries[:recall_queries], now):
-        timings: dict[str, list[float]] = {"embedding": [], "rrf": []}
-        with engine.connect() as conn:
-            for q in queries:
-                for mode in timings:
-                    started = time.perf_counter()
-                    ours(conn, tuned, q, entry["filter"] != "none", now, mode=mode)
-                    timings[mode].append((time.perf_counter() - started) * 1000)
+        timings = statement_times(engine, tuned, queries, now, entry["filter"] != "none", ("embedding", "rrf"))
         rows.append(
             {
                 **labels,
@@ -484,11 +478,23 @@ def vector_leg(engine, tuned: Settings, queries, now, recall_queries: int, **lab
                 "ef_search": tuned.hnsw_ef_search,
                 "recall_at_20": entry["recall_at_20"],
                 "recall_min": entry["min"],
-                "embedding_ms": percentiles(timings["embedding"]),
-                "rrf_ms": percentiles(timings["rrf"]),
+                "embedding_ms": timings["embedding"],
+                "rrf_ms": timings["rrf"],
             }
         )
     return rows
+
+
+def statement_times(engine, tuned: Settings, queries, now, grouped: bool, modes: tuple[str, ...]) -> dict[str, dict]:
+    """Percentiles of the SQL time (ms) of each mode's statement over every query, the modes in turn per query."""
+    timings: dict[str, list[float]] = {mode: [] for mode in modes}
+    with engine.connect() as conn:
+        for q in queries:
+            for mode in modes:
+                started = time.perf_counter()
+                ours(conn, tuned, q, grouped, now, mode=mode)
+                timings[mode].append((time.perf_counter() - started) * 1000)
+    return {mode: percentiles(values) for mode, values in timings.items()}
 
 
 def ef_search_sweep(engine, settings, queries, now, recall_queries: int, values: list[int]) -> list[dict]:
@@ -508,14 +514,7 @@ def bm25_sweep(engine, settings, queries, now, recall_queries: int, bounds: list
     for candidates, budget in bounds:
         tuned = settings.model_copy(update={"bm25_max_candidates": candidates, "bm25_df_budget": budget})
         for entry in bm25_recall(engine, tuned, queries[:recall_queries], now):
-            grouped = entry["filter"] != "none"
-            timings: dict[str, list[float]] = {"bm25": [], "rrf": []}
-            with engine.connect() as conn:
-                for q in queries:
-                    for mode in timings:
-                        started = time.perf_counter()
-                        ours(conn, tuned, q, grouped, now, mode=mode)
-                        timings[mode].append((time.perf_counter() - started) * 1000)
+            timings = statement_times(engine, tuned, queries, now, entry["filter"] != "none", ("bm25", "rrf"))
             rows.append(
                 {
                     "filter": entry["filter"],
@@ -525,8 +524,8 @@ def bm25_sweep(engine, settings, queries, now, recall_queries: int, bounds: list
                     "recall_at_20": entry["recall_at_20"],
                     "recall_min": entry["min"],
                     "exact_ms_p50": entry["exact_ms_p50"],
-                    "bm25_ms": percentiles(timings["bm25"]),
-                    "rrf_ms": percentiles(timings["rrf"]),
+                    "bm25_ms": timings["bm25"],
+                    "rrf_ms": timings["rrf"],
                 }
             )
     return rows
