@@ -11,8 +11,6 @@ from contextlib import asynccontextmanager
 import anyio
 from litestar import Litestar
 from litestar.logging import LoggingConfig
-from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 
 from app.agent.endpoints import AgentController
 from app.agentic.endpoints import AgenticController
@@ -23,6 +21,7 @@ from app.conversation_meta.endpoints import ConversationMetaController
 from app.forget.endpoints import ForgetController
 from app.formation import tasks
 from app.http.auth import KeyCache, authenticate
+from app.http.docs import PublicOperations, docs_asset, index, openapi_config
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health, live
 from app.http.json_body import MemsysRequest
@@ -75,6 +74,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     return Litestar(
         route_handlers=[
+            index,
+            docs_asset,
             health,
             live,
             metrics,
@@ -99,13 +100,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         request_class=MemsysRequest,
         request_max_body_size=settings.max_body_bytes,
         template_config=template_config(),
-        openapi_config=OpenAPIConfig(
-            title="memsys",
-            version="0.1.0",
-            description="Long-term memory for LLM agents on one PostgreSQL (Agentic v3 API).",
-            path="/docs",
-            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
-        ),
+        openapi_config=openapi_config(),
+        plugins=[PublicOperations()],
         logging_config=LoggingConfig(
             root={"level": settings.log_level, "handlers": ["queue_listener"]},
             log_exceptions="never",

@@ -1,6 +1,7 @@
 """The guard every route passes: the request's API key becomes its tenant (``request.state.tenant``).
 
-Public routes (``/health`` and the API docs) are marked ``opt={"public": True}`` or live under the docs path.
+Public routes (``/``, ``/health``, ``/metrics``) are marked ``opt={"public": True}``, which also declares them
+keyless in the OpenAPI document (app.http.docs); the API docs and their assets live under the docs path.
 The tenant of a valid key is remembered for ``MEMSYS_KEY_CACHE_SECONDS`` (a revoked key keeps working for
 at most that long); 0 looks every request's key up in the database. Refusals and anonymous access are never
 remembered: a key created for an anonymous server closes it at once, and random keys cannot fill the cache.
@@ -17,7 +18,7 @@ from litestar.handlers.base import BaseRouteHandler
 from app.runtime import Runtime
 from app.tenancy import service as keys
 
-DOCS_PATHS = ("/docs",)  # the OpenAPI document and its two renderings (app.http.app)
+DOCS_PATHS = ("/docs",)  # the OpenAPI document, Swagger UI and its files (app.http.docs)
 INSPECTOR_PATH = "/inspect"  # the web inspector (app.inspect), where the key may come in a cookie
 INSPECTOR_KEY_COOKIE = "memsys_key"
 _CACHE_LIMIT = 10_000
