@@ -242,17 +242,15 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
         try:
             async with engine.begin() as conn:
                 if args.keys_command == "create":
+                    left = await service.left_in_default(conn, args.tenant)
                     row, key = await service.create_key(conn, args.tenant, args.name)
                     print(f"Created key {row['id']} ({row['key_prefix']}…) for tenant {row['tenant_id']}.")
                     print("Keep it now: it is stored only as a hash and never shown again. Key:")
                     print(key)
+                    if left:
+                        print(service.left_in_default_warning(row["tenant_id"], left, row["id"]), file=sys.stderr)
                 elif args.keys_command == "list":
-                    for row in await service.list_keys(conn):
-                        state = f"revoked {row['revoked_at']:%Y-%m-%d %H:%M}" if row["revoked_at"] else "active"
-                        print(
-                            f"{row['id']}  {row['tenant_id']:<20} {row['key_prefix']}…  {row['name'] or '-':<16} "
-                            f"created {row['created_at']:%Y-%m-%d %H:%M}  {state}"
-                        )
+                    print(service.keys_table(await service.list_keys(conn)))
                 else:
                     await service.revoke_key(conn, args.id)
                     print(f"Revoked key {args.id}")

@@ -40,7 +40,7 @@ def test_keys_cli_create_list_revoke(client: TestClient, database_url: str):
     assert key not in listed.stdout
 
     assert client.get(f"{META}?group_id=x", headers=bearer(key)).status_code == 404  # authenticated: no such meta
-    key_id = listed.stdout.split()[0]
+    key_id = listed.stdout.splitlines()[1].split()[0]  # under the header row
     revoked = memsys(database_url, "keys", "revoke", key_id)
     assert revoked.returncode == 0, revoked.stderr
     assert "revoked" in memsys(database_url, "keys", "list").stdout

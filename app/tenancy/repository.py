@@ -10,7 +10,7 @@ from sqlalchemy import exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.tables import api_keys, tenants
+from app.db.tables import api_keys, memories, messages, tenants
 
 
 async def key_lookup(conn: AsyncConnection, key_hash: str | None) -> tuple[str | None, bool]:
@@ -48,3 +48,13 @@ async def revoke(conn: AsyncConnection, key_id: UUID) -> bool:
         update(api_keys).where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None)).values(revoked_at=func.now())
     )
     return (await conn.execute(statement)).rowcount == 1
+
+
+async def data_counts(conn: AsyncConnection, tenant: str) -> dict[str, int]:
+    """How many messages and memories the tenant holds (the transaction must be in that tenant, app.tenancy.scope:
+    row-level security may hold the owner too)."""
+    counts = {}
+    for name, table in (("messages", messages), ("memories", memories)):
+        statement = select(func.count()).select_from(table).where(table.c.tenant_id == tenant)
+        counts[name] = (await conn.execute(statement)).scalar_one()
+    return counts

@@ -16,7 +16,7 @@ from uuid import UUID
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.errors import ConfigurationError, InvalidParameter, NotFound, Unauthorized
-from app.tenancy import repository
+from app.tenancy import repository, scope
 from app.tenancy.scope import DEFAULT_TENANT, check_tenant_id
 
 KEY_PREFIX = "msk_"
@@ -49,8 +49,57 @@ async def create_key(conn: AsyncConnection, tenant: str, name: str | None = None
     return row, key
 
 
+async def left_in_default(conn: AsyncConnection, tenant: str) -> dict[str, int] | None:
+    """Before creating a key for ``tenant``: when it would be the first active key (which ends anonymous access)
+    for a tenant other than ``default`` while ``default`` holds data, how many messages and memories it holds
+    (which no request reaches any more without a key of ``default``); else None. Moves the rest of the
+    transaction into ``default``."""
+    check_tenant_id(tenant)
+    if tenant == DEFAULT_TENANT or (await repository.key_lookup(conn, None))[1]:
+        return None
+    await scope.enter(conn, DEFAULT_TENANT)
+    counts = await repository.data_counts(conn, DEFAULT_TENANT)
+    return counts if any(counts.values()) else None
+
+
+def left_in_default_warning(tenant: str, counts: dict[str, int], key_id: Any) -> str:
+    """What ``left_in_default`` found, and the commands that reach that data again."""
+    held = " and ".join(f"{count} {name}" for name, count in counts.items())
+    return (
+        f"Warning: this is the first API key, so anonymous access ends now. The tenant '{DEFAULT_TENANT}', which "
+        f"every anonymous request used, holds {held}; requests with this key see the tenant '{tenant}' only. "
+        f"To keep reaching that data, create a key for it and send that key with the requests meant for it:\n"
+        f"  memsys keys create --tenant {DEFAULT_TENANT}\n"
+        f"Or revoke this key to serve anonymously again:\n"
+        f"  memsys keys revoke {key_id}"
+    )
+
+
 async def list_keys(conn: AsyncConnection) -> list[dict[str, Any]]:
     return await repository.all_keys(conn)
+
+
+def keys_table(keys: list[dict[str, Any]]) -> str:
+    """The keys as ``memsys keys list`` shows them: a table with a header row (never the keys), or "no keys"."""
+    if not keys:
+        return "no keys"
+    header = ("ID", "TENANT", "PREFIX", "NAME", "CREATED", "STATE")
+    lines = [
+        (
+            str(row["id"]),
+            row["tenant_id"],
+            row["key_prefix"] + "…",
+            row["name"] or "-",
+            f"{row['created_at']:%Y-%m-%d %H:%M}",
+            f"revoked {row['revoked_at']:%Y-%m-%d %H:%M}" if row["revoked_at"] else "active",
+        )
+        for row in keys
+    ]
+    widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [header, *lines]
+    )
 
 
 async def revoke_key(conn: AsyncConnection, key_id: str) -> None:
