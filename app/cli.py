@@ -25,6 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--output", "-o", default=None, help="write to this file instead of standard output")
     imported = commands.add_parser("import", help="load a dump written by memsys export (all of it or nothing)")
     imported.add_argument("path", help="the dump file (JSON lines)")
+    imported.add_argument(
+        "--include-forgotten",
+        action="append",
+        nargs="?",
+        const="*",
+        metavar="USER",
+        help="write what the dump holds about this forgotten user too (repeatable; no USER: every forgotten user); "
+        "they are then no longer forgotten",
+    )
     reembed = commands.add_parser(
         "reembed", help="embed every memory again with the configured model (after changing MEMSYS_EMBEDDING_*)"
     )
@@ -52,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export":
         return _export(settings, args)
     if args.command == "import":
-        return _import(settings, args.path)
+        return _import(settings, args)
     if args.command == "reembed":
         return _reembed(settings, args.batch_size)
     if args.command == "migrate":
@@ -168,18 +177,28 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _import(settings: Settings, path: str) -> int:
+def _import(settings: Settings, args: argparse.Namespace) -> int:
     import asyncio
     from pathlib import Path
 
+    from app.errors import InvalidParameter
     from app.runtime import build_runtime
     from app.transfer import service
     from app.transfer.dump import DumpError
+    from app.validation import check_identifier
+
+    path = args.path
+    named = args.include_forgotten or []
+    try:
+        include = "all" if "*" in named else [check_identifier("user", user) for user in named]
+    except InvalidParameter as exc:
+        print(f"memsys import: --include-forgotten: {exc}", file=sys.stderr)
+        return 2
 
     async def run(checked: tuple[dict, int]) -> dict:
         runtime = build_runtime(settings)
         try:
-            return await service.import_dump(runtime, Path(path), checked)
+            return await service.import_dump(runtime, Path(path), checked, include_forgotten=include)
         finally:
             await runtime.close()
 
@@ -189,8 +208,8 @@ def _import(settings: Settings, path: str) -> int:
     except (DumpError, OSError, UnicodeDecodeError) as exc:
         print(f"memsys import: {path}: {exc}; nothing was imported", file=sys.stderr)
         return 2
-    rows = ", ".join(f"{count} {kind}" for kind, count in result["rows"].items())
-    print(f"memsys import: added {rows}; embedded again: {result['reembedded']}", file=sys.stderr)
+    for line in service.import_report(result):
+        print(f"memsys import: {line}", file=sys.stderr)
     return 0
 
 

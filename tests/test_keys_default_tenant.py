@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from litestar.testing import TestClient
 
 from tests.conftest import run_memsys as memsys
 from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, conversation, rows
 from tests.tenancy_support import bearer
+
+# Also run against a Citus coordinator in CI (.ci/run), as the other key and tenant tests.
+pytestmark = pytest.mark.citus
 
 MEMORIES = "/api/v3/agentic/memories"
 

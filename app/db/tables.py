@@ -304,7 +304,18 @@ agent_offloads = Table(
 """What the retrieval agent took out of its context (seed 003): a long tool reply, or messages compressed
 into a summary, kept whole for its read-back tool."""
 
-# The tables of tenant data: each has tenant_id and row-level security (ENABLE + FORCE, migrations 0003, 0005).
+# Who was forgotten (DELETE /users/{user_id}) and when: an import leaves out what a dump holds about them from
+# before that time, so a backup taken before the forget does not bring them back (app.transfer.screening).
+forgotten_users = Table(
+    "forgotten_users",
+    metadata,
+    _tenant_id(),
+    Column("user_id", Text, primary_key=True),
+    Column("forgotten_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# The tables of tenant data: each has tenant_id and row-level security (ENABLE + FORCE, migrations 0003, 0005,
+# 0013).
 TENANT_TABLES = (
     "conversation_meta",
     "memcells",
@@ -314,4 +325,5 @@ TENANT_TABLES = (
     "bm25_term_stats",
     "profiles",
     "agent_offloads",
+    "forgotten_users",
 )

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from sqlalchemy import Table, delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.tables import agent_offloads, conversation_meta, memcells, memories, messages, profiles
+from app.db.tables import agent_offloads, conversation_meta, forgotten_users, memcells, memories, messages, profiles
 from app.memorize.repository import memcells_of_sender
 
 
@@ -91,6 +93,18 @@ async def delete_user_rows(conn: AsyncConnection, user_id: str) -> dict[str, int
         "participant_details": details.rowcount,
         "agent_offloads": await _delete(conn, agent_offloads, agent_offloads.c.user_id == user_id),
     }
+
+
+async def record_forgotten(conn: AsyncConnection, user_id: str) -> datetime:
+    """Remember that the user was forgotten, and when (the last time, if again): an import leaves out what a dump
+    holds about them from before then."""
+    statement = insert(forgotten_users).values(user_id=user_id, forgotten_at=func.now())
+    statement = statement.on_conflict_do_update(
+        # EXCLUDED, not now(): Citus allows only immutable functions in DO UPDATE SET.
+        index_elements=[forgotten_users.c.tenant_id, forgotten_users.c.user_id],
+        set_={"forgotten_at": statement.excluded.forgotten_at},
+    ).returning(forgotten_users.c.forgotten_at)
+    return (await conn.execute(statement)).scalar_one()
 
 
 async def delete_group_rows(conn: AsyncConnection, group_id: str) -> dict[str, int]:

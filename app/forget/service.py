@@ -8,7 +8,10 @@ profile version builds on the previous one, so all from that point on may carry 
 other members' messages of those MemCells go back to pending and a formation worker forms them again,
 MemCell by MemCell with the old boundaries (a ``form_again`` job per stream, queued in the same
 transaction), so the others keep memories and profiles of their own words only.
-Both operations are idempotent: forgetting someone unknown deletes nothing and answers the zero counts.
+Forgetting a user also records them in ``forgotten_users`` with the time (``forgotten_at`` in the answer), so
+that ``memsys import`` of a dump taken before leaves them out (app.transfer.screening).
+Both operations are idempotent: forgetting someone unknown deletes nothing and answers the zero counts (and
+records them: a backup may still hold them).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ async def forget_user(runtime: Runtime, user_id: str) -> dict[str, Any]:
         for key, count in (await repository.delete_user_rows(conn, user_id)).items():
             deleted[key] = deleted.get(key, 0) + count
         reformed = await _form_again(conn, runtime.tenant, others)
-    return {"user_id": user_id, "deleted": deleted, "reformed": reformed}
+        forgotten_at = await repository.record_forgotten(conn, user_id)
+    return {"user_id": user_id, "deleted": deleted, "reformed": reformed, "forgotten_at": forgotten_at.isoformat()}
 
 
 async def forget_group(runtime: Runtime, group_id: str) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 Line 1 is the header: ``{"type": "header", "format": "memsys.dump", "version": 1, "exported_at",
 "embedding": {"model", "dimensions"}, "tenant" (or null: all), "user" (or null)}``. Then, per tenant, one
 ``{"type": "tenant", "tenant_id"}`` line followed by that tenant's rows, one per line, each with its
-``type`` and ``tenant_id``: ``conversation_meta``, ``memcell``, ``message``, ``memory`` (with its
-``embedding`` and ``embedding_model``) and ``profile``, in that order (each references only earlier ones).
+``type`` and ``tenant_id``: ``forgotten_user`` (who was forgotten, and when), ``conversation_meta``, ``memcell``,
+``message``, ``memory`` (with its ``embedding`` and ``embedding_model``) and ``profile``, in that order (each
+references only earlier ones; an import knows who is forgotten before it reads their rows). A dump without
+``forgotten_user`` lines (none forgotten, or written before they existed) is the same version.
 The last line is ``{"type": "end", "rows": N}``: a dump without it was cut short and is refused.
 
 Rows carry their table's columns by name (docs/export-format.md lists them); times are ISO 8601 with their
@@ -26,13 +28,14 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import Column, Date, DateTime, Table, Uuid
 
-from app.db.tables import conversation_meta, memcells, memories, messages, profiles
+from app.db.tables import conversation_meta, forgotten_users, memcells, memories, messages, profiles
 from app.tenancy.scope import check_tenant_id
 
 FORMAT = "memsys.dump"
 VERSION = 1
 
 TABLES: dict[str, Table] = {
+    "forgotten_user": forgotten_users,
     "conversation_meta": conversation_meta,
     "memcell": memcells,
     "message": messages,

@@ -1,15 +1,18 @@
-"""Reads of a user's export, in the caller's tenant."""
+"""Reads of a user's export, in the caller's tenant; the dump's reads and the import's writes. The import runs
+with the owner's login, which row-level security may not hold (a superuser): its reads name their tenant."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
-from sqlalchemy import Select, Table, and_, or_, select
+from sqlalchemy import ARRAY, Select, Table, Text, and_, bindparam, delete, func, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.tables import conversation_meta, memcells, memories, messages, profiles
+from app.db.tables import conversation_meta, forgotten_users, memcells, memories, messages, profiles
 from app.memories.repository import RETURNED, to_api
 from app.memorize.repository import memcells_of_sender
 
@@ -90,6 +93,8 @@ def _of_user(kind: str, user_id: str):
         return messages.c.sender == user_id
     if kind == "memory":
         return about
+    if kind == "forgotten_user":
+        return forgotten_users.c.user_id == user_id
     return profiles.c.user_id == user_id
 
 
@@ -105,3 +110,77 @@ async def insert_rows(conn: AsyncConnection, table: Table, rows: list[dict[str, 
         return 0
     result = await conn.execute(insert(table).on_conflict_do_nothing().returning(table.c.id), rows)
     return len(result.fetchall())
+
+
+async def insert_messages(conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Insert the messages not stored yet; the new ones' row id and key (stream and ``message_id``)."""
+    if not rows:
+        return []
+    statement = (
+        insert(messages)
+        .on_conflict_do_nothing()
+        .returning(messages.c.id, messages.c.stream_kind, messages.c.stream_id, messages.c.message_id)
+    )
+    return [dict(row) for row in (await conn.execute(statement, rows)).mappings()]
+
+
+async def forgotten_in(conn: AsyncConnection, tenant: str) -> dict[str, datetime]:
+    """The tenant's forgotten users and when each was (last) forgotten."""
+    statement = select(forgotten_users.c.user_id, forgotten_users.c.forgotten_at).where(
+        forgotten_users.c.tenant_id == tenant
+    )
+    return dict((await conn.execute(statement)).tuples().all())
+
+
+async def record_forgotten(conn: AsyncConnection, rows: list[dict[str, Any]]) -> int:
+    """Record forgotten users (in the transaction's tenant), keeping the later time where one is recorded already;
+    how many were new or later."""
+    if not rows:
+        return 0
+    statement = insert(forgotten_users)
+    statement = statement.on_conflict_do_update(
+        index_elements=[forgotten_users.c.tenant_id, forgotten_users.c.user_id],
+        set_={"forgotten_at": statement.excluded.forgotten_at},
+        where=forgotten_users.c.forgotten_at < statement.excluded.forgotten_at,
+    ).returning(forgotten_users.c.user_id)
+    return len((await conn.execute(statement, rows)).fetchall())
+
+
+async def clear_forgotten(conn: AsyncConnection, tenant: str, users: Collection[str] | None) -> list[str]:
+    """Forget that these users (``None``: every one) of the tenant were forgotten; who was."""
+    statement = delete(forgotten_users).where(forgotten_users.c.tenant_id == tenant)
+    if users is not None:
+        statement = statement.where(forgotten_users.c.user_id.in_(list(users)))
+    return list((await conn.execute(statement.returning(forgotten_users.c.user_id))).scalars())
+
+
+async def stored_messages(
+    conn: AsyncConnection, tenant: str, keys: list[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], UUID | None]:
+    """Which of these messages ((stream_kind, stream_id, message_id)) the tenant stores, with the MemCell holding
+    each (``None``: waiting to be formed). One statement: the keys go as three arrays."""
+    if not keys:
+        return {}
+    kinds, streams, ids = (list(column) for column in zip(*keys, strict=True))
+    wanted = (
+        func.unnest(
+            bindparam("kinds", kinds, type_=ARRAY(Text)),
+            bindparam("streams", streams, type_=ARRAY(Text)),
+            bindparam("ids", ids, type_=ARRAY(Text)),
+        )
+        .table_valued("stream_kind", "stream_id", "message_id")
+        .render_derived(name="wanted")
+    )
+    statement = (
+        select(messages.c.stream_kind, messages.c.stream_id, messages.c.message_id, messages.c.memcell_id)
+        .join(
+            wanted,
+            and_(
+                messages.c.stream_kind == wanted.c.stream_kind,
+                messages.c.stream_id == wanted.c.stream_id,
+                messages.c.message_id == wanted.c.message_id,
+            ),
+        )
+        .where(messages.c.tenant_id == tenant)
+    )
+    return {(kind, stream, mid): cell for kind, stream, mid, cell in (await conn.execute(statement)).tuples()}

@@ -10,18 +10,22 @@ conversations' ``user_details``. Embeddings are left out of it: they are derived
 from __future__ import annotations
 
 import sys
+from collections import Counter
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
+from sqlalchemy.ext.asyncio import AsyncConnection
 from tqdm import tqdm
 
 from app.db.engine import create_engine
+from app.formation import tasks
 from app.formation.memcell import embedding_text
 from app.runtime import Runtime
 from app.tenancy import repository as tenancy
 from app.tenancy import scope
-from app.transfer import dump, repository
+from app.transfer import dump, repository, screening
 
 EXPORT_FORMAT = "memsys.user-export"
 EXPORT_VERSION = 1
@@ -80,44 +84,89 @@ async def export_dump(
 
 
 async def import_dump(
-    runtime: Runtime, path: Path, checked: tuple[dict[str, Any], int], *, progress: bool = True
+    runtime: Runtime,
+    path: Path,
+    checked: tuple[dict[str, Any], int],
+    *,
+    include_forgotten: Collection[str] | Literal["all"] = (),
+    progress: bool = True,
 ) -> dict[str, Any]:
     """Write a dump that ``check_dump`` accepted (``checked`` is its answer: call it first, so that a bad dump
     fails before the database and the model load) in one transaction. The lines are read again as they are
-    written, so a file changed since then still fails with nothing written. Rows already present (same id)
-    are skipped, so an import run again adds nothing. Memories of another embedding model are embedded
-    again with this one."""
+    written, so a file changed since then still fails with nothing written. What the dump holds about users
+    forgotten since, MemCells formed again since and rows already present are left out (app.transfer.screening),
+    so an import never writes a memory twice nor brings a forgotten user back, unless ``include_forgotten``
+    names them (or is ``"all"``): then they are no longer forgotten. Memories of another embedding model are
+    embedded again with this one."""
     first, total = checked
-    embedding = first["embedding"]
-    settings = runtime.settings
-    counts = {kind: 0 for kind in dump.TABLES}
-    reembedded = 0
-    owner = create_engine(runtime.database_url, settings)
+    tally = screening.Tally(added=Counter(dict.fromkeys(dump.TABLES, 0)))
+    bring_back = None if include_forgotten == "all" else frozenset(include_forgotten)
+    owner = create_engine(runtime.database_url, runtime.settings)
     try:
         async with owner.begin() as conn:
             with (
                 path.open(encoding="utf-8") as lines,
                 tqdm(total=total - 1, desc="import", unit=" rows", disable=not progress, file=sys.stderr) as bar,
             ):
-                batch: list[dump.Record] = []
-                for record in dump.read(lines):
-                    if isinstance(record, dict):
-                        continue
-                    if batch and (record.type != batch[0].type or record.tenant_id != batch[0].tenant_id):
-                        reembedded += await _write(runtime, conn, batch, counts)
-                        batch = []
-                    batch.append(record)
-                    if len(batch) >= IMPORT_BATCH:
-                        reembedded += await _write(runtime, conn, batch, counts)
-                        batch = []
-                    bar.update()
-                reembedded += await _write(runtime, conn, batch, counts)
+                screens, reembedded = await _write_all(runtime, conn, dump.read(lines), bar, tally, bring_back)
+            for screen in screens.values():
+                for stream, cells in screen.cells_to_form().items():
+                    await tasks.defer_form_again(conn, screen.tenant, stream, cells)
     finally:
         await owner.dispose()
-    return {"rows": counts, "reembedded": reembedded, "from_model": embedding["model"], "model": runtime.embedder.name}
+    return {
+        "rows": dict(tally.added),
+        "skipped": {
+            "forgotten": _in_dump_order(tally.forgotten),
+            "formed_again": _in_dump_order(tally.formed_again),
+            "of_left_out_memcells": _in_dump_order(tally.of_left_out),
+            "present": _in_dump_order(tally.present),
+        },
+        "forgotten_users": {tenant: sorted(users) for tenant, users in sorted(tally.forgotten_users.items())},
+        "brought_back": {tenant: sorted(users) for tenant, users in sorted(tally.brought_back.items())},
+        "to_form": tally.to_form,
+        "reembedded": reembedded,
+        "from_model": first["embedding"]["model"],
+        "model": runtime.embedder.name,
+    }
+
+
+def import_report(result: dict[str, Any]) -> list[str]:
+    """What ``import_dump`` wrote, what it left out and why (counts by row type), one line each for the CLI."""
+
+    def counts(by_kind: dict[str, int]) -> str:
+        return ", ".join(f"{count} {kind}" for kind, count in by_kind.items() if count)
+
+    def users(by_tenant: dict[str, list[str]]) -> str:
+        return "; ".join(f"{tenant}: {', '.join(names)}" for tenant, names in by_tenant.items())
+
+    skipped = result["skipped"]
+    lines = [f"added {', '.join(f'{n} {kind}' for kind, n in result['rows'].items())}; "
+             f"embedded again: {result['reembedded']}"]  # fmt: skip
+    if any(skipped["forgotten"].values()):
+        lines.append(
+            f"skipped, about users forgotten since ({users(result['forgotten_users'])}): "
+            f"{counts(skipped['forgotten'])}; to bring one back: memsys import FILE --include-forgotten USER"
+        )
+    if any(skipped["formed_again"].values()):
+        lines.append(f"skipped, formed again since the dump: {counts(skipped['formed_again'])}")
+    if any(skipped["of_left_out_memcells"].values()):
+        lines.append(f"skipped with their MemCell: {counts(skipped['of_left_out_memcells'])}")
+    if skipped["present"]:
+        lines.append(f"skipped, already present (same id or same message): {counts(skipped['present'])}")
+    if result["to_form"]:
+        lines.append(f"{result['to_form']} message to form again (their MemCell was not imported): queued")
+    if result["brought_back"]:
+        lines.append(f"no longer forgotten: {users(result['brought_back'])}")
+    return lines
 
 
 IMPORT_BATCH = 500
+
+
+def _in_dump_order(counts: Counter) -> dict[str, int]:
+    """The counts that are not zero, by row type in dump order (then a conversation's participant entries)."""
+    return {kind: counts[kind] for kind in [*dump.TABLES, screening.PARTICIPANT_ENTRY] if counts[kind]}
 
 
 def check_dump(path: Path) -> tuple[dict[str, Any], int]:
@@ -128,30 +177,95 @@ def check_dump(path: Path) -> tuple[dict[str, Any], int]:
         return first, 1 + sum(1 for _ in records)
 
 
-async def _write(runtime: Runtime, conn, batch: list[dump.Record], counts: dict[str, int]) -> int:
-    """Insert one batch of one type and tenant; returns how many memories were embedded again."""
-    if not batch:
-        return 0
-    kind, tenant_id = batch[0].type, batch[0].tenant_id
-    await tenancy.ensure_tenant(conn, tenant_id)
-    await scope.enter(conn, tenant_id)
+async def _write_all(
+    runtime: Runtime,
+    conn: AsyncConnection,
+    records: Iterator[dump.Record | dict[str, Any]],
+    bar: tqdm,
+    tally: screening.Tally,
+    bring_back: frozenset[str] | None,
+) -> tuple[dict[str, screening.Screen], int]:
+    """Write the dump's rows in batches of one type and tenant; each tenant's screen, and how many memories were
+    embedded again."""
+    screens: dict[str, screening.Screen] = {}
+    reembedded = 0
+
+    async def write(batch: list[dump.Record]) -> int:
+        if not batch:
+            return 0
+        tenant = batch[0].tenant_id
+        await tenancy.ensure_tenant(conn, tenant)
+        await scope.enter(conn, tenant)
+        if tenant not in screens:
+            screens[tenant] = await _screen(conn, tenant, tally, bring_back)
+        return await _write(runtime, conn, screens[tenant], batch)
+
+    batch: list[dump.Record] = []
+    for record in records:
+        if isinstance(record, dict):
+            continue
+        if batch and (record.type != batch[0].type or record.tenant_id != batch[0].tenant_id):
+            reembedded += await write(batch)
+            batch = []
+        batch.append(record)
+        if len(batch) >= IMPORT_BATCH:
+            reembedded += await write(batch)
+            batch = []
+        bar.update()
+    reembedded += await write(batch)
+    return screens, reembedded
+
+
+async def _screen(
+    conn: AsyncConnection, tenant: str, tally: screening.Tally, bring_back: frozenset[str] | None
+) -> screening.Screen:
+    """The tenant's screen: who the database holds as forgotten, once those brought back are no longer."""
+    if bring_back is None or bring_back:
+        cleared = await repository.clear_forgotten(conn, tenant, bring_back)
+        if cleared:
+            tally.brought_back.setdefault(tenant, set()).update(cleared)
+    return screening.Screen(tenant, tally, await repository.forgotten_in(conn, tenant), bring_back)
+
+
+async def _write(runtime: Runtime, conn: AsyncConnection, screen: screening.Screen, batch: list[dump.Record]) -> int:
+    """Write one batch of one type and tenant, what its screen keeps of it; returns how many memories were
+    embedded again."""
+    kind, tally = batch[0].type, screen.tally
     rows = [record.values for record in batch]
-    stale = []
-    if kind == "memory":
-        dimensions = runtime.settings.embedding_dimensions
-        stale = [
-            row
-            for row in rows
-            if row["embedding_model"] != runtime.embedder.name or len(row["embedding"]) != dimensions
-        ]
-        if stale:
-            # Title and content: the neighbouring turns an offline event-log entry is embedded with are in
-            # rows of this dump not yet written (memsys reembed, on a database, takes them too).
-            vectors = await runtime.embedder.embed(
-                [embedding_text(row.get("title"), row["content"], [], []) for row in stale]
-            )
-            for row, vector in zip(stale, vectors, strict=True):
-                row["embedding"] = vector
-                row["embedding_model"] = runtime.embedder.name
-    counts[kind] += await repository.insert_rows(conn, dump.TABLES[kind], rows)
+    if kind == "forgotten_user":
+        kept = screen.tombstones(rows)
+        recorded = await repository.record_forgotten(conn, kept)
+        tally.added[kind] += recorded
+        tally.present[kind] += len(kept) - recorded
+        return 0
+    stored = None
+    if kind == "memcell":
+        stored = await repository.stored_messages(conn, screen.tenant, [
+            key for row in rows for key in screening.memcell_messages(row)
+        ])  # fmt: skip
+    kept, detached = screen.keep(kind, rows, stored)
+    reembedded = await _embed_again(runtime, kept) if kind == "memory" else 0
+    added = await repository.insert_rows(conn, dump.TABLES[kind], kept)
+    written = await repository.insert_messages(conn, detached)
+    screen.written_detached(written)
+    tally.added[kind] += added + len(written)
+    tally.present[kind] += len(kept) + len(detached) - added - len(written)
+    return reembedded
+
+
+async def _embed_again(runtime: Runtime, rows: list[dict[str, Any]]) -> int:
+    """Embed again, with this server's model, the memories of another model or of other dimensions; how many."""
+    dimensions = runtime.settings.embedding_dimensions
+    stale = [
+        row for row in rows if row["embedding_model"] != runtime.embedder.name or len(row["embedding"]) != dimensions
+    ]
+    if stale:
+        # Title and content: the neighbouring turns an offline event-log entry is embedded with are in
+        # rows of this dump not yet written (memsys reembed, on a database, takes them too).
+        vectors = await runtime.embedder.embed(
+            [embedding_text(row.get("title"), row["content"], [], []) for row in stale]
+        )
+        for row, vector in zip(stale, vectors, strict=True):
+            row["embedding"] = vector
+            row["embedding_model"] = runtime.embedder.name
     return len(stale)
