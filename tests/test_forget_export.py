@@ -42,6 +42,11 @@ def test_forget_a_user_keeps_the_others_memories_formed_again(client: TestClient
     # The group's MemCell is queued to be formed again from user_002's two messages; the worker forms a group
     # episode, user_002's copy and two event-log entries.
     assert result["reformed"] == {"memcells": 1, "messages": 2}
+    # Recorded, so that an import of an older dump leaves them out (tests/test_import_after_forget.py).
+    recorded = rows(database_url, "SELECT tenant_id, user_id, forgotten_at FROM forgotten_users")
+    assert [(r["tenant_id"], r["user_id"], r["forgotten_at"].isoformat()) for r in recorded] == [
+        ("acme", "user_001", result["forgotten_at"])
+    ]
     wait_for(database_url, "SELECT count(*) FROM messages WHERE tenant_id = 'acme' AND status = 'pending'", 0)
 
     acme = "tenant_id = 'acme'"
