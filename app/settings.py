@@ -143,6 +143,11 @@ class Settings(BaseSettings):
     """A user or group filter matching at most this many memories makes BM25 exact within them, with their
     own statistics (document count, mean length, document frequencies); above it, the tenant's are used."""
 
+    similarity_cutoff: float | None = Field(default=None, ge=-1, le=1)
+    """The cosine below which ``/context``'s knowledge leaves a memory out (its ``semantic.min_score``). Unset: the
+    value ``benchmarks/cutoff.py`` calibrated for the configured model on LoCoMo (``app.retrieval.cutoff``), 0
+    for a model it did not calibrate."""
+
     # --- agentic retrieval / rerank -------------------------------------------------------------
     agentic_round1_candidates: int = 20
     rerank_provider: Literal["none", "http", "llm"] = "none"

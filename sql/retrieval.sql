@@ -14,6 +14,8 @@
 --   \set time_from '''2025-01-16T00:00:00+00:00'''
 --   \set time_to '''2026-01-16T00:00:00+00:00'''
 --   \set valid_on NULL
+--   \set one_copy true                           -- a group episode once: the group's copy, not each participant's
+--   \set include_pending true                    -- also messages not yet formed into memories
 --   \set radius NULL
 --   \set leg_limit 100
 --   \set top_k 20
@@ -61,20 +63,46 @@ SET LOCAL jit = off;
 -- holds it: on Citus that makes the statement one single-shard task on the worker that has the tenant's shards
 -- (with row-level security alone it would go to every shard).
 WITH
+-- Messages stored but not yet formed into memories (read your writes): the intake worker gave each its vector
+-- and BM25 text (app/memorize/searchable.py); they are candidates of both legs, under the request's filters
+-- (the sender as user_id, the create_time as timestamp), until the transaction that forms them marks them
+-- processed. Their ids are the messages' bigint ids written as a uuid of sixteen leading zeros,
+-- which no memory id (a version-4 uuid) can be, read back in the last SELECT.
+pending_messages AS MATERIALIZED (
+    SELECT p.id, p.embedding, p.embedding_model, p.doc_len, p.tsv
+    FROM messages p
+    WHERE CAST(:include_pending AS boolean)
+      AND p.tenant_id = :tenant_id
+      AND p.status = 'pending'
+      AND p.search_tokens IS NOT NULL
+      AND (CAST(:user_id AS text) IS NULL OR p.sender = :user_id)
+      AND (CAST(:group_id AS text) IS NULL OR p.group_id = :group_id)
+      AND p.create_time >= :time_from AND p.create_time < :time_to
+),
 vector_hits AS MATERIALIZED (
-    SELECT m.id, m.embedding <=> CAST(:embedding AS vector) AS distance
-    FROM memories m
-    WHERE CAST(:embedding AS vector) IS NOT NULL
-      AND m.tenant_id = :tenant_id
-      AND m.embedding_model = :embedding_model  -- vectors of two models are never compared
-      AND m.memory_type = :memory_type
-      AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-      AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-      AND m.timestamp >= :time_from AND m.timestamp < :time_to
-      AND (CAST(:valid_on AS date) IS NULL
-           OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
-    ORDER BY distance
-    LIMIT :leg_limit
+    (SELECT m.id, m.embedding <=> CAST(:embedding AS vector) AS distance
+     FROM memories m
+     WHERE CAST(:embedding AS vector) IS NOT NULL
+       AND m.tenant_id = :tenant_id
+       AND m.embedding_model = :embedding_model  -- vectors of two models are never compared
+       AND m.memory_type = :memory_type
+       AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+       AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+       AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
+            OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
+                           AND g.memory_type = 'episode' AND g.user_id IS NULL))
+       AND m.timestamp >= :time_from AND m.timestamp < :time_to
+       AND (CAST(:valid_on AS date) IS NULL
+            OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+     ORDER BY distance
+     LIMIT :leg_limit)
+    UNION ALL
+    (SELECT CAST(lpad(to_hex(p.id), 32, '0') AS uuid), p.embedding <=> CAST(:embedding AS vector) AS distance
+     FROM pending_messages p
+     WHERE CAST(:embedding AS vector) IS NOT NULL
+       AND p.embedding_model = :embedding_model
+     ORDER BY distance
+     LIMIT :leg_limit)
 ),
 -- The radius is applied after the ordered LIMIT (a prefix of the ordered scan): inside the index scan it
 -- would make the iterative scan walk the whole graph when few memories are that close.
@@ -82,6 +110,8 @@ vector_leg AS (
     SELECT id, 1 - distance AS cosine, row_number() OVER (ORDER BY distance, id) AS rank
     FROM vector_hits
     WHERE CAST(:radius AS float8) IS NULL OR 1 - distance >= :radius
+    ORDER BY distance, id
+    LIMIT :leg_limit
 ),
 -- BM25 (Robertson/Sparck Jones): idf = ln(1 + (N - df + 0.5) / (df + 0.5)), the query's terms being its tokens as
 -- the tsvector stores them. Whose statistics (N, df, the mean length) depends on the filter:
@@ -90,17 +120,27 @@ vector_leg AS (
 --   * otherwise (no user or group filter, or more memories than that): the tenant's memory type's, which the
 --     triggers keep, and the candidates are bounded (bm25_candidates).
 bm25_scope AS MATERIALIZED (
-    SELECT m.id, m.doc_len, m.tsv
-    FROM memories m
-    WHERE m.tenant_id = :tenant_id
-      AND (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
-      AND coalesce(:query_tokens, '') <> ''
-      AND m.memory_type = :memory_type
-      AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-      AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-      AND m.timestamp >= :time_from AND m.timestamp < :time_to
-      AND (CAST(:valid_on AS date) IS NULL
-           OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+    SELECT * FROM (
+        (SELECT m.id, m.doc_len, m.tsv
+         FROM memories m
+         WHERE m.tenant_id = :tenant_id
+           AND (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
+           AND coalesce(:query_tokens, '') <> ''
+           AND m.memory_type = :memory_type
+           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+           AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
+                OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
+                               AND g.memory_type = 'episode' AND g.user_id IS NULL))
+           AND m.timestamp >= :time_from AND m.timestamp < :time_to
+           AND (CAST(:valid_on AS date) IS NULL
+                OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
+        UNION ALL
+        (SELECT CAST(lpad(to_hex(p.id), 32, '0') AS uuid), p.doc_len, p.tsv
+         FROM pending_messages p
+         WHERE (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
+           AND coalesce(:query_tokens, '') <> '')
+    ) scoped
     LIMIT :bm25_exact_max + 1
 ),
 bm25_corpus AS MATERIALIZED (
@@ -159,6 +199,9 @@ bm25_candidates AS MATERIALIZED (
            AND m.memory_type = :memory_type
            AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
            AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+           AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
+                OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
+                               AND g.memory_type = 'episode' AND g.user_id IS NULL))
            AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE
            AND (CAST(:valid_on AS date) IS NULL
                 OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
@@ -171,12 +214,19 @@ bm25_candidates AS MATERIALIZED (
            AND m.memory_type = :memory_type
            AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
            AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+           AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
+                OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
+                               AND g.memory_type = 'episode' AND g.user_id IS NULL))
            AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE
            AND (CAST(:valid_on AS date) IS NULL
                 OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
     ) both_tiers
     WHERE NOT (SELECT exact FROM bm25_corpus)
     LIMIT :bm25_max_candidates)
+    UNION ALL
+    SELECT CAST(lpad(to_hex(p.id), 32, '0') AS uuid), p.doc_len, p.tsv
+    FROM pending_messages p
+    WHERE NOT (SELECT exact FROM bm25_corpus) AND p.tsv @@ (SELECT rare_terms FROM bm25_query)
 ),
 -- tf is the number of positions of the term in the memory's tsvector; setweight + ts_filter cut the
 -- tsvector down to the query's terms before it is unnested (in the select list: no tuplestore per row).
@@ -210,8 +260,15 @@ fused AS (
     LIMIT :top_k
 )
 SELECT
-    m.id, m.memory_type, m.user_id, m.group_id, m.timestamp, m.content, m.title, m.summary, m.memcell_id,
-    m.source_message_ids, m.valid_from, m.valid_to, m.metadata,
+    f.id, coalesce(m.memory_type, 'message') AS memory_type,
+    CASE WHEN m.id IS NULL THEN p.sender ELSE m.user_id END AS user_id,
+    CASE WHEN m.id IS NULL THEN p.group_id ELSE m.group_id END AS group_id,
+    coalesce(m.timestamp, p.create_time) AS timestamp,
+    coalesce(m.content, p.sender_name || ': ' || p.content) AS content,
+    m.title, m.summary, m.memcell_id,
+    coalesce(m.source_message_ids, ARRAY[p.message_id]) AS source_message_ids, m.valid_from, m.valid_to,
+    coalesce(m.metadata, jsonb_build_object('formed', false, 'sender_name', p.sender_name,
+                                           'group_name', p.group_name)) AS metadata,
     f.cosine, f.vector_rank, f.bm25, f.bm25_rank, f.rrf,
     CASE CAST(:retrieval_mode AS text)
         WHEN 'rrf' THEN f.rrf / (2.0 / (:rrf_k + 1))
@@ -221,5 +278,31 @@ SELECT
     (SELECT count(*) FROM vector_leg) AS emb_count,
     (SELECT count(*) FROM bm25_leg) AS bm25_count
 FROM fused f
-JOIN memories m ON m.tenant_id = :tenant_id AND m.id = f.id
+LEFT JOIN memories m ON m.tenant_id = :tenant_id AND m.id = f.id
+LEFT JOIN messages p ON left(CAST(f.id AS text), 19) = '00000000-0000-0000-' AND p.tenant_id = :tenant_id AND p.id = CAST(CAST('x' || right(replace(CAST(f.id AS text), '-', ''), 16) AS bit(64)) AS bigint)
+WHERE m.id IS NOT NULL OR p.id IS NOT NULL
 ORDER BY f.rrf DESC, f.id;
+
+-- name: hidden_counts
+-- Why an answer came back short (fewer than top_k): how many memories of the searched type the request's
+-- filters left out, by filter. outside_time_range: in the request's scope, outside its time range (or not valid
+-- on current_time); other_scopes: in the time range, of other users or groups; in_filters: passing both (the
+-- vector leg saw those, so the ones it did not return were below radius). Reads at most :count_limit memories
+-- of the tenant's type (the answer's metadata says when the counts stopped there).
+SELECT count(*) FILTER (WHERE in_scope AND NOT in_time) AS outside_time_range,
+       count(*) FILTER (WHERE in_time AND NOT in_scope) AS other_scopes,
+       count(*) FILTER (WHERE in_scope AND in_time) AS in_filters,
+       count(*) AS counted
+FROM (
+    SELECT (CAST(:user_id AS text) IS NULL OR m.user_id IS NOT DISTINCT FROM :user_id)
+               AND (CAST(:group_id AS text) IS NULL OR m.group_id IS NOT DISTINCT FROM :group_id) AS in_scope,
+           m.timestamp >= :time_from AND m.timestamp < :time_to
+               AND (CAST(:valid_on AS date) IS NULL
+                    OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on)
+                        AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))) AS in_time
+    FROM memories m
+    WHERE m.tenant_id = :tenant_id
+      AND m.memory_type = :memory_type
+      AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL)
+    LIMIT :count_limit
+) counted;

@@ -60,29 +60,38 @@ def tenant_engine(database_url: str, tenant: str = "default"):
 
 
 def write(database_url: str, new: list[NewMemory], batch: int = 2000, tenant: str = "default") -> list[dict[str, Any]]:
-    """Insert the memories (one MemCell holds them all) in ``tenant``; returns their API-shaped rows in order."""
+    """Insert the memories (each in a MemCell of its own) in ``tenant``; returns their API-shaped rows in order."""
 
     async def run() -> list[dict[str, Any]]:
         engine = tenant_engine(database_url, tenant)
         try:
             async with engine.begin() as conn:
-                cell = (
-                    await conn.execute(
-                        memcells.insert().returning(memcells.c.id),
-                        {
-                            "stream_kind": "group",
-                            "stream_id": "g1",
-                            "group_id": "g1",
-                            "start_time": NOW,
-                            "end_time": NOW,
-                            "message_ids": ["m1"],
-                            "participants": ["u1"],
-                            "boundary_reason": "test",
-                            "extraction_mode": "offline",
-                        },
+                # A MemCell of its own per memory: each is a separate episode (one MemCell holding a group copy
+                # would make every other memory of it a participant's copy, which searches leave out).
+                cells = (
+                    (
+                        await conn.execute(
+                            memcells.insert().returning(memcells.c.id, sort_by_parameter_order=True),
+                            [
+                                {
+                                    "stream_kind": "group",
+                                    "stream_id": "g1",
+                                    "group_id": "g1",
+                                    "start_time": NOW,
+                                    "end_time": NOW,
+                                    "message_ids": ["m1"],
+                                    "participants": ["u1"],
+                                    "boundary_reason": "test",
+                                    "extraction_mode": "offline",
+                                }
+                                for _ in new
+                            ],
+                        )
                     )
-                ).scalar_one()
-                for item in new:
+                    .scalars()
+                    .all()
+                )
+                for item, cell in zip(new, cells, strict=True):
                     item.memcell_id = cell
                 rows: list[dict[str, Any]] = []
                 for start in range(0, len(new), batch):

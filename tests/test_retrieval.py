@@ -40,7 +40,7 @@ def test_defaults_and_response_shape(client, corpus):
     assert meta["retrieval_mode"] == "rrf"
     assert meta["data_source"] == "episode"
     assert meta["memory_scope"] == "all"
-    assert meta["time_range_days"] == 365
+    assert meta["time_range_days"] is None  # all time
     assert meta["final_count"] == result["count"] == len(result["memories"]) == 5
     assert meta["emb_count"] == 5 and meta["bm25_count"] >= 2
     assert meta["total_latency_ms"] > 0 and meta["query_embedding_ms"] > 0
@@ -190,7 +190,8 @@ def test_radius_keeps_only_memories_at_least_that_similar(client, corpus):
 def test_time_range_days_counts_back_from_now_or_current_time(client, database_url, embed):
     recent, old = "Budget review meeting held recently", "Budget review meeting held long ago"
     write(database_url, [memory(recent, embed(recent), days_ago=10), memory(old, embed(old), days_ago=400)])
-    assert _ids(retrieve(client, query="budget review")) == {recent}  # default 365 days
+    assert _ids(retrieve(client, query="budget review")) == {recent, old}  # default: all time
+    assert _ids(retrieve(client, query="budget review", time_range_days=365)) == {recent}
     assert _ids(retrieve(client, query="budget review", time_range_days=500)) == {recent, old}
     assert _ids(retrieve(client, query="budget review", time_range_days=5)) == set()
     then = (NOW - timedelta(days=395)).date().isoformat()

@@ -31,7 +31,7 @@ def ask(client, query, **body):
 
 
 def test_off_by_default(client, dated):
-    result = ask(client, "What did Alice cook last week?")
+    result = ask(client, "What did Alice cook last week?", time_range_days=365)
     assert result["metadata"]["time_window"] is None
     assert all(m["weight"] is None for m in result["memories"])
     assert len(result["memories"]) == 2  # the 2023 memory is outside the default 365 days

@@ -91,22 +91,30 @@ async def run(runtime: Runtime, request: AgentRequest, name: str, arguments: str
 
 async def _search(runtime: Runtime, request: AgentRequest, arguments: SearchMemories) -> str:
     scoped = request.model_copy(update={"time_range_days": arguments.time_range_days or request.time_range_days})
+    filters = retrieval.filters_for(scoped, memory_type=arguments.memory_type)
     found = await retrieval.search(
         runtime,
         query=arguments.query,
-        filters=retrieval.filters_for(scoped, memory_type=arguments.memory_type),
+        filters=filters,
         top_k=arguments.top_k,
         mode="rrf",
     )
+    if len(found.memories) < arguments.top_k:
+        found.hidden = await retrieval.hidden(runtime, filters, radius=None, found=found)
+    note = (
+        "\n(" + retrieval.hidden_advice(found.hidden, arguments.memory_type, scoped.time_range_days, None) + ")"
+        if found.hidden
+        else ""
+    )
     if not found.memories:
-        return f"No {arguments.memory_type} memories found for {arguments.query!r}."
+        return f"No {arguments.memory_type} memories found for {arguments.query!r}.{note}"
     lines = [
-        f"{i}. [{m['memory_type']} {m['timestamp'][:10]}"
+        f"{i}. [{m['memory_type']}{'' if m['formed'] else ' not yet formed'} {m['timestamp'][:10]}"
         + (f" user {m['user_id']}" if m.get("user_id") else "")
         + f"] {m['content']} (score {m['score']:.2f}, id {m['id']})"
         for i, m in enumerate(found.memories, 1)
     ]
-    return "\n".join(lines)
+    return "\n".join(lines) + note
 
 
 async def _profile(runtime: Runtime, request: AgentRequest, arguments: ReadProfile) -> str:

@@ -32,7 +32,13 @@ class SemanticSection(BaseModel):
 
     enabled: bool = True
     top_k: int = Field(default=5, ge=1, le=100)
-    min_score: float = Field(default=0.7, ge=0, le=1, description="Minimum cosine similarity (0-1)")
+    min_score: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Minimum cosine similarity (0-1); unset: the cut-off calibrated for the server's embedding model "
+        "(MEMSYS_SIMILARITY_CUTOFF; 0.34 for the default all-MiniLM-L6-v2)",
+    )
     max_tokens: int = Field(default=2000, ge=0, le=1_000_000)
 
 

@@ -16,12 +16,14 @@ format's overhead.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.context.schemas import ChatMessage, ContextRequest, ContextResult, Section, Source
 from app.errors import InvalidParameter
 from app.retrieval import service as retrieval
+from app.retrieval.cutoff import similarity_cutoff
 from app.runtime import Runtime
 from app.text.cpu import run_off_loop
 from app.text.tokens import count_message_tokens, count_tokens, truncate_tokens
@@ -112,10 +114,12 @@ def _validate(request: ContextRequest, runtime: Runtime) -> None:
 
 
 async def _knowledge(runtime: Runtime, request: ContextRequest, vector: list[float]) -> list[dict[str, Any]]:
-    """Facts and semantic memories by cosine similarity, at least ``min_score``, best first."""
+    """Facts and semantic memories by cosine similarity, at least ``min_score`` (unset: the model's calibrated
+    cut-off), best first."""
     section = request.semantic
     if not section.enabled or section.max_tokens == 0:
         return []
+    min_score = section.min_score if section.min_score is not None else similarity_cutoff(runtime.settings)
     found = await asyncio.gather(
         *(
             retrieval.search(
@@ -124,13 +128,13 @@ async def _knowledge(runtime: Runtime, request: ContextRequest, vector: list[flo
                 filters=retrieval.filters_for(request, memory_type=memory_type),
                 top_k=section.top_k,
                 mode="embedding",
-                radius=section.min_score,
+                radius=min_score,
                 query_vector=vector,
             )
             for memory_type in KNOWLEDGE_TYPES
         )
     )
-    memories = [m for result in found for m in result.memories if m["score"] >= section.min_score]
+    memories = [m for result in found for m in result.memories if m["score"] >= min_score]
     return sorted(memories, key=lambda m: -m["score"])[: section.top_k]
 
 
@@ -141,7 +145,8 @@ async def _episodes(runtime: Runtime, request: ContextRequest, vector: list[floa
     found = await retrieval.search(
         runtime,
         query=request.query,
-        filters=retrieval.filters_for(request, memory_type="episode"),
+        # Messages not yet formed come once, with the knowledge (its event-log search).
+        filters=dataclasses.replace(retrieval.filters_for(request, memory_type="episode"), include_pending=False),
         top_k=section.top_k,
         mode="rrf",
         query_vector=vector,

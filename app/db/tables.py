@@ -163,6 +163,18 @@ messages = Table(
     Column("flush_requested", Boolean, nullable=False, server_default=text("false")),
     Column("memcell_id", Uuid, nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Set by the intake worker while the message is pending, so that retrieval finds it before formation
+    # (migration 0012): its vector (any dimension: compared only with the same model's), its BM25 text.
+    Column("embedding", Vector(), nullable=True),
+    Column("embedding_model", Text, nullable=True),
+    Column("search_tokens", Text, nullable=True),
+    Column("tsv", TSVECTOR, Computed("to_tsvector('simple'::regconfig, search_tokens)", persisted=True), nullable=True),
+    Column(
+        "doc_len",
+        Integer,
+        Computed("COALESCE(array_length(string_to_array(search_tokens, ' '::text), 1), 0)", persisted=True),
+        nullable=True,
+    ),
     _memcell_fk(),  # forget detaches a MemCell's messages and profiles before deleting it (migration 0010)
     UniqueConstraint("tenant_id", "stream_kind", "stream_id", "message_id"),
     CheckConstraint("stream_kind IN ('group', 'personal')", name="stream_kind"),

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import procrastinate
 from procrastinate import exceptions, jobs
@@ -138,12 +138,59 @@ async def close_idle_streams(context: procrastinate.JobContext, timestamp: int) 
         log.info("%d idle streams closed", closed)
 
 
+INTAKE_QUEUE = "intake"
+"""Indexing new messages has a queue and a worker of its own: it must not wait behind a long formation job."""
+
+
+def index_key(tenant: str) -> str:
+    return f"{tenant}/index"
+
+
+@queue.task(name="index_messages", queue=INTAKE_QUEUE, pass_context=True)
+async def index_messages(context: procrastinate.JobContext, tenant_id: str) -> None:
+    """Make the tenant's new messages searchable before formation (``app.memorize.searchable``)."""
+    from app.memorize import searchable
+
+    runtime: Runtime = context.additional_context["runtime"]
+    try:
+        await searchable.index_pending(runtime.for_tenant(tenant_id))
+    except Exception:
+        async with runtime.for_tenant(tenant_id).engine.begin() as conn:
+            # Formation forms them anyway; they become searchable when the embedder is back.
+            await defer_indexing(conn, tenant_id, schedule_in_s=runtime.settings.formation_retry_seconds)
+        raise
+
+
 async def defer_formation(
     conn: AsyncConnection, tenant: str, stream: Stream, *, schedule_in_s: float | None = None
 ) -> None:
     """Make sure a job will form ``stream`` after this transaction commits (not before ``schedule_in_s``)."""
     key = stream_key(tenant, stream)
     schedule = {"schedule_in": {"seconds": schedule_in_s}} if schedule_in_s else {}
+    await _defer_once(
+        conn,
+        lambda raw: form_stream.configure(connection=raw, lock=key, queueing_lock=key, **schedule),
+        key,
+        tenant_id=tenant,
+        stream_kind=stream.kind,
+        stream_id=stream.id,
+    )
+
+
+async def defer_indexing(conn: AsyncConnection, tenant: str, *, schedule_in_s: float | None = None) -> None:
+    """Make sure the intake worker indexes the tenant's new messages after this transaction commits."""
+    key = index_key(tenant)
+    schedule = {"schedule_in": {"seconds": schedule_in_s}} if schedule_in_s else {}
+    await _defer_once(
+        conn, lambda raw: index_messages.configure(connection=raw, queueing_lock=key, **schedule), key, tenant_id=tenant
+    )
+
+
+async def _defer_once(
+    conn: AsyncConnection, configured: Callable[[Any], jobs.JobDeferrer], key: str, **arguments: Any
+) -> None:
+    """Defer the job ``configured`` makes (given the raw connection) unless one with the queueing lock ``key``
+    is waiting; either way no waiting job can start before this transaction commits."""
     for _ in range(5):
         # Usually one is waiting (a busy stream): lock it, two round trips fewer than the savepoint below.
         if (await conn.execute(_WAITING, {"key": key})).first() is not None:
@@ -151,13 +198,11 @@ async def defer_formation(
         try:
             async with conn.begin_nested():
                 raw = (await conn.get_raw_connection()).driver_connection
-                await form_stream.configure(connection=raw, lock=key, queueing_lock=key, **schedule).defer_async(
-                    tenant_id=tenant, stream_kind=stream.kind, stream_id=stream.id
-                )
+                await configured(raw).defer_async(**arguments)
                 return
         except exceptions.AlreadyEnqueued:
             continue  # one was deferred meanwhile: lock it FOR SHARE on the next turn
-    raise RuntimeError(f"could not defer the formation of {key}")
+    raise RuntimeError(f"could not defer the job of {key}")
 
 
 @asynccontextmanager
@@ -177,15 +222,22 @@ GIVE_BACK_WITHIN_S = 5.0
 
 
 async def run_workers(runtime: Runtime, concurrency: int) -> None:
-    """Form streams until cancelled; cancelling lets the jobs in hand finish (``STOP_WITHIN_S``), and gives
-    back to the queue those that do not. A worker that fails or stops by itself (procrastinate stops when its
-    listener loses the database) starts again a few seconds later; its jobs in hand are retried as stalled."""
+    """Form streams (``concurrency`` at a time) and index new messages (one intake worker) until cancelled;
+    cancelling lets the jobs in hand finish (``STOP_WITHIN_S``), and gives back to the queue those that do not.
+    A worker that fails or stops by itself (procrastinate stops when its listener loses the database) starts
+    again a few seconds later; its jobs in hand are retried as stalled."""
+    async with asyncio.TaskGroup() as workers:  # cancelled, it waits until both have stopped
+        workers.create_task(_kept_running(runtime, QUEUE, concurrency))
+        workers.create_task(_kept_running(runtime, INTAKE_QUEUE, 1))
+
+
+async def _kept_running(runtime: Runtime, queue_name: str, concurrency: int) -> None:
     while True:
         try:
-            await _run_worker(runtime, concurrency)
-            log.warning("the formation worker stopped by itself; starting again in %gs", RESTART_AFTER_S)
+            await _run_worker(runtime, queue_name, concurrency)
+            log.warning("the %s worker stopped by itself; starting again in %gs", queue_name, RESTART_AFTER_S)
         except Exception:  # noqa: BLE001  anything but cancellation: log, wait, start again
-            log.exception("the formation worker failed; starting again in %gs", RESTART_AFTER_S)
+            log.exception("the %s worker failed; starting again in %gs", queue_name, RESTART_AFTER_S)
         await asyncio.sleep(RESTART_AFTER_S)
 
 
@@ -207,9 +259,10 @@ async def stop_workers(workers: asyncio.Task) -> None:
         log.warning("formation workers ended with %r", workers.exception())
 
 
-async def _run_worker(runtime: Runtime, concurrency: int) -> None:
+async def _run_worker(runtime: Runtime, queue_name: str, concurrency: int) -> None:
     await queue.run_worker_async(
-        queues=[QUEUE],
+        queues=[queue_name],
+        name=queue_name,
         concurrency=concurrency,
         install_signal_handlers=False,  # the process's own handlers cancel run_workers
         additional_context={"runtime": runtime},

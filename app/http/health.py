@@ -8,18 +8,21 @@ from sqlalchemy import text
 from app.errors import ServiceUnavailable
 from app.formation import tasks
 from app.http.envelope import Envelope, ok
+from app.memorize import service as memorize
 from app.runtime import Runtime
 
 
 @get("/health", operation_id="health", tags=["health"], opt={"public": True})
 async def health(request: Request) -> Envelope[dict]:
-    """200 when the database answers, with the formation backlog (jobs waiting, running and failed, and the
-    age of the oldest waiting one in seconds); 503 with the error envelope when it does not. No key needed."""
+    """200 when the database answers, with the formation backlog (jobs waiting, running and failed, the age of
+    the oldest waiting one in seconds, messages waiting for formation and of those not yet searchable); 503
+    with the error envelope when it does not. No key needed."""
     runtime: Runtime = request.app.state.runtime
     try:
         async with runtime.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
             formation = await tasks.backlog(conn)
+        formation |= await memorize.waiting_messages(runtime)
     except Exception as exc:  # noqa: BLE001  any failure to answer means the database is down
         raise ServiceUnavailable(f"The database is not answering ({type(exc).__name__})") from exc
     return ok("healthy", {"database": "ok", "formation": formation})

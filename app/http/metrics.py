@@ -9,7 +9,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from app.formation import repository as formation_repository
 from app.formation import tasks
 from app.memories.repository import count_by_type
-from app.observability.metrics import FORMATION_JOBS, FORMATION_OLDEST, MEMORIES
+from app.memorize import service as memorize
+from app.observability.metrics import (
+    FORMATION_JOBS,
+    FORMATION_OLDEST,
+    MEMORIES,
+    MESSAGES_NOT_SEARCHABLE,
+    MESSAGES_WAITING,
+)
 from app.runtime import Runtime
 
 
@@ -22,6 +29,9 @@ async def refresh(runtime: Runtime) -> None:
     for state in ("pending", "running", "failed"):
         FORMATION_JOBS.labels(state=state).set(backlog[state])
     FORMATION_OLDEST.set(backlog["oldest_pending_seconds"] or 0)
+    waiting = await memorize.waiting_messages(runtime)
+    MESSAGES_WAITING.set(waiting["messages_waiting"])
+    MESSAGES_NOT_SEARCHABLE.set(waiting["messages_not_yet_searchable"])
     counts: dict[str, int] = {"episode": 0, "event_log": 0, "semantic_memory": 0}
     for tenant in tenants:
         async with runtime.for_tenant(tenant).engine.connect() as conn:

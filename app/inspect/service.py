@@ -24,8 +24,6 @@ MESSAGES_SHOWN = 200
 MEMORIES_SHOWN = 100
 """Of each memory type, on a group's page."""
 SEARCH_TOP_K = 20
-ALL_TIME = 100000
-"""``time_range_days`` meaning all time (app.retrieval.service.ALL_TIME_DAYS)."""
 
 
 async def overview(runtime: Runtime) -> dict[str, Any]:
@@ -69,8 +67,8 @@ async def group(runtime: Runtime, group_id: str) -> dict[str, Any]:
 async def search(
     runtime: Runtime, *, query: str, group_id: str, user_id: str, data_source: str, mode: str
 ) -> RetrieveLightweightResult | None:
-    """Lightweight retrieval over all time with ``explain`` on; empty form fields are no filter. None when
-    there is nothing to search for yet (no query, and no user for a profile)."""
+    """Lightweight retrieval (over all time, its default) with ``explain`` on; empty form fields are no filter.
+    None when there is nothing to search for yet (no query, and no user for a profile)."""
     if not query.strip() and not (data_source == "profile" and user_id):
         return None
     request = RetrieveLightweightRequest(
@@ -80,7 +78,6 @@ async def search(
         data_source=data_source,
         retrieval_mode=mode,
         top_k=SEARCH_TOP_K,
-        time_range_days=ALL_TIME,
         explain=True,
     )
     _, result = await retrieval.retrieve(runtime, request)

@@ -97,10 +97,12 @@ def build_server(runtime_of: RuntimeOf) -> MCPServer:
             group_id=group_id,
             data_source=memory_type,
             top_k=top_k,
-            time_range_days=100000,
         )
-        _, result = await _called(retrieval.retrieve(runtime_of(ctx), request))
-        return {"count": result.count, "memories": [_compact(m.model_dump()) for m in result.memories]}
+        message, result = await _called(retrieval.retrieve(runtime_of(ctx), request))
+        answer = {"count": result.count, "memories": [_compact(m.model_dump()) for m in result.memories]}
+        if result.metadata.hidden:
+            answer["note"] = message  # what the filters left out, and what to change
+        return answer
 
     @server.tool(
         description="What is known about a person: their latest profile (traits, preferences, facts) in "
@@ -152,6 +154,8 @@ async def _called(awaitable):
 
 
 def _compact(memory: dict[str, Any]) -> dict[str, Any]:
-    """What an agent reads of a memory (no provenance ids or internal scores)."""
+    """What an agent reads of a memory (no provenance ids or internal scores); ``formed: false`` marks a message
+    not yet formed into memories."""
     keys = ("id", "memory_type", "title", "content", "timestamp", "user_id", "group_id", "score")
-    return {key: memory[key] for key in keys if memory.get(key) is not None}
+    compact = {key: memory[key] for key in keys if memory.get(key) is not None}
+    return compact if memory.get("formed", True) else {**compact, "formed": False}

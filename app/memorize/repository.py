@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -33,3 +33,39 @@ async def message_status(conn: AsyncConnection, stream_kind: str, stream_id: str
         messages.c.stream_kind == stream_kind, messages.c.stream_id == stream_id, messages.c.message_id == message_id
     )
     return (await conn.execute(statement)).scalar_one_or_none()
+
+
+async def unindexed_pending(conn: AsyncConnection, embedding_model: str, limit: int) -> list[dict[str, Any]]:
+    """Pending messages with no vector of ``embedding_model`` yet, oldest first: what the intake worker indexes."""
+    statement = (
+        select(messages.c.id, messages.c.sender_name, messages.c.content)
+        .where(
+            messages.c.status == "pending",
+            (messages.c.embedding_model.is_distinct_from(embedding_model)) | messages.c.embedding.is_(None),
+        )
+        .order_by(messages.c.id)
+        .limit(limit)
+    )
+    return [dict(row) for row in (await conn.execute(statement)).mappings()]
+
+
+async def index_pending(conn: AsyncConnection, rows: list[dict[str, Any]], embedding_model: str) -> int:
+    """Store each message's vector and BM25 text (``id``, ``embedding``, ``search_tokens``) if it is still
+    pending; the count stored."""
+    stored = 0
+    for row in rows:
+        result = await conn.execute(
+            update(messages)
+            .where(messages.c.id == row["id"], messages.c.status == "pending")
+            .values(embedding=row["embedding"], embedding_model=embedding_model, search_tokens=row["search_tokens"])
+        )
+        stored += result.rowcount
+    return stored
+
+
+async def count_waiting(conn: AsyncConnection) -> dict[str, int]:
+    """Messages of the connection's tenant waiting for formation, and of those not yet searchable."""
+    statement = select(
+        func.count().label("waiting"), func.count().filter(messages.c.search_tokens.is_(None)).label("unsearchable")
+    ).where(messages.c.status == "pending")
+    return dict((await conn.execute(statement)).mappings().one())

@@ -78,6 +78,12 @@ class MemorizeResult(BaseModel):
     count: int
     status_info: StatusInfo
     warning: str | None = None
+    formation: str | None = Field(default=None, description="A stored message: how and when it becomes memories")
+    idle_close_seconds: float | None = Field(
+        default=None,
+        description="A stored message: its conversation is formed after this long without new messages (unless a "
+        "boundary or a flush forms it sooner); until then it is found by retrieval as a message not yet formed",
+    )
 
 
 class FlushRequest(BaseModel):

@@ -6,6 +6,7 @@ from datetime import datetime, tzinfo
 
 from app.conversation_meta import service as conversation_meta
 from app.errors import InvalidParameter, PayloadTooLarge
+from app.formation import repository as formation_repository
 from app.formation import service as formation
 from app.formation import tasks
 from app.formation.streams import Stream
@@ -36,11 +37,12 @@ async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, Mem
         inserted = await repository.insert_message(conn, row)
         if inserted:
             await tasks.defer_formation(conn, runtime.tenant, stream)
+            await tasks.defer_indexing(conn, runtime.tenant)
     if not inserted:
         return "Message already stored (duplicate message_id)", MemorizeResult(
             saved_memories=[], count=0, status_info="duplicate"
         )
-    return _answer(formation.FormationOutcome())
+    return _answer(formation.FormationOutcome(), runtime.settings.boundary_idle_seconds)
 
 
 async def flush(runtime: Runtime, request: FlushRequest) -> tuple[str, MemorizeResult]:
@@ -64,6 +66,20 @@ async def flush(runtime: Runtime, request: FlushRequest) -> tuple[str, MemorizeR
     return _answer(outcome)
 
 
+async def waiting_messages(runtime: Runtime) -> dict[str, int]:
+    """Across tenants: messages stored and not yet formed into memories (``messages_waiting``), and of those
+    the ones the intake worker has not yet made searchable (``messages_not_yet_searchable``)."""
+    async with runtime.engine.connect() as conn:
+        tenant_ids = await formation_repository.tenants(conn)
+    totals = {"messages_waiting": 0, "messages_not_yet_searchable": 0}
+    for tenant in tenant_ids:  # each tenant's rows are visible only in its own scope
+        async with runtime.for_tenant(tenant).engine.connect() as conn:
+            counts = await repository.count_waiting(conn)
+        totals["messages_waiting"] += counts["waiting"]
+        totals["messages_not_yet_searchable"] += counts["unsearchable"]
+    return totals
+
+
 def _in_zone(moment: datetime, zone: tzinfo) -> datetime:
     try:
         return in_zone(moment, zone)
@@ -71,7 +87,7 @@ def _in_zone(moment: datetime, zone: tzinfo) -> datetime:
         raise InvalidParameter(f"Invalid field create_time: {exc}") from exc
 
 
-def _answer(outcome: formation.FormationOutcome) -> tuple[str, MemorizeResult]:
+def _answer(outcome: formation.FormationOutcome, idle_seconds: float | None = None) -> tuple[str, MemorizeResult]:
     saved = [SavedMemory(**memory) for memory in outcome.memories]
     if saved:
         message = f"Extracted {len(saved)} memories"
@@ -79,4 +95,23 @@ def _answer(outcome: formation.FormationOutcome) -> tuple[str, MemorizeResult]:
     else:
         message = "Message queued, awaiting boundary detection"
         status = "accumulated"
-    return message, MemorizeResult(saved_memories=saved, count=len(saved), status_info=status, warning=outcome.warning)
+    formation_note = None
+    if idle_seconds is not None and not saved:
+        formation_note = (
+            "Searchable within seconds as a message not yet formed; formed into memories at a topic boundary, "
+            f"on POST /api/v3/agentic/flush, or {_idle(idle_seconds)}"
+        )
+    return message, MemorizeResult(
+        saved_memories=saved,
+        count=len(saved),
+        status_info=status,
+        warning=outcome.warning,
+        formation=formation_note,
+        idle_close_seconds=idle_seconds if idle_seconds else None,
+    )
+
+
+def _idle(seconds: float) -> str:
+    if seconds <= 0:
+        return "never by idleness (MEMSYS_BOUNDARY_IDLE_SECONDS=0)"
+    return f"after {seconds:g}s without new messages in its conversation"

@@ -31,6 +31,12 @@ FORMATION_JOBS = Gauge("memsys_formation_jobs", "Formation jobs by state (at the
 FORMATION_OLDEST = Gauge(
     "memsys_formation_oldest_pending_seconds", "Age of the oldest waiting formation job (0: none waiting)"
 )
+MESSAGES_WAITING = Gauge(
+    "memsys_messages_waiting", "Messages stored and not yet formed into memories, all tenants (at the last scrape)"
+)
+MESSAGES_NOT_SEARCHABLE = Gauge(
+    "memsys_messages_not_yet_searchable", "Of the waiting messages, those not yet indexed for search (last scrape)"
+)
 MEMORIES = Gauge("memsys_memories", "Memories per type, all tenants (at the last scrape)", ["memory_type"])
 
 

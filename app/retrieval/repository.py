@@ -26,6 +26,10 @@ class SearchFilters:
     group_id: str | None = None
     valid_on: date | None = None
     """Semantic memories only: valid_from <= valid_on <= valid_to (an open end always matches)."""
+    one_copy: bool = False
+    """Of a group episode, only the group's copy (not each participant's): the default without a user filter."""
+    include_pending: bool = False
+    """Also messages stored but not yet formed (``memory_type`` 'message'), searched beside the memories."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ def search_parameters(
         "time_from": filters.time_from,
         "time_to": filters.time_to,
         "valid_on": filters.valid_on,
+        "one_copy": filters.one_copy,
+        "include_pending": filters.include_pending,
         "radius": radius,
         "leg_limit": tuning.leg_limit,
         "top_k": top_k,
@@ -114,3 +120,9 @@ async def latest_profiles(conn: AsyncConnection, user_id: str, group_id: str | N
     )
     statement = select(latest).order_by(latest.c.created_at.desc())
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
+
+
+async def hidden_counts(conn: AsyncConnection, parameters: dict[str, Any], count_limit: int) -> dict[str, int]:
+    """``hidden_counts``: memories of the searched type each filter left out (``search_parameters``' filters)."""
+    result = await conn.execute(text(query("hidden_counts")), {**parameters, "count_limit": count_limit})
+    return dict(result.mappings().one())

@@ -21,8 +21,11 @@ class ScopedSearchRequest(BaseModel):
 
     user_id: Identifier | None = Field(default=None, description="Filter: memories of this user")
     group_id: Identifier | None = Field(default=None, description="Filter: memories of this group")
-    time_range_days: int = Field(
-        default=365, ge=1, description="Days before current_time (or now); above 36500 (e.g. 100000): all time"
+    time_range_days: int | None = Field(
+        default=None,
+        ge=1,
+        description="Only memories of the last N days before current_time (or now); unset, or above 36500 "
+        "(clients send 100000): all time",
     )
     top_k: int = Field(default=20, ge=1, le=100)
     memory_scope: MemoryScope = "all"
@@ -59,6 +62,11 @@ class RetrieveLightweightRequest(ScopedSearchRequest):
     retrieval_mode: RetrievalMode = "rrf"
     data_source: DataSource = Field(default="episode", description="memcell is accepted as an alias of episode")
     radius: float | None = Field(default=None, ge=-1, le=1, description="Minimum cosine similarity; none by default")
+    participant_copies: bool = Field(
+        default=False,
+        description="Episodes without a user_id filter: also each participant's copy of a group episode (by default "
+        "a group episode comes once, as the group's copy)",
+    )
     time_aware: bool = Field(
         default=False,
         description="Find a time expression in the query ('last week', '去年五月') and boost memories in that window "
@@ -68,7 +76,12 @@ class RetrieveLightweightRequest(ScopedSearchRequest):
 
 class RetrievedMemory(BaseModel):
     id: str
-    memory_type: str
+    memory_type: str = Field(description="episode, event_log, semantic_memory, profile; or message: not yet formed")
+    formed: bool = Field(
+        default=True,
+        description="False for a message stored but not yet formed into memories (memory_type message); once "
+        "formed, its memories are found instead",
+    )
     content: str
     title: str | None = None
     summary: str | None = None
@@ -96,8 +109,13 @@ class RetrievalMetadata(BaseModel):
     final_count: int
     total_latency_ms: float
     query_embedding_ms: float
-    time_range_days: int
+    time_range_days: int | None
     time_window: dict[str, Any] | None = None
+    hidden: dict[str, int] | None = Field(
+        default=None,
+        description="Only when fewer than top_k memories came back and filters left some out: how many, by filter "
+        "(outside_time_range, other_scopes, below_radius; counted_up_to when counting stopped early)",
+    )
 
 
 class RetrieveLightweightResult(BaseModel):

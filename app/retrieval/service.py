@@ -31,11 +31,13 @@ from app.runtime import Runtime
 from app.settings import Settings
 from app.text.cpu import run_off_loop
 from app.text.time_expressions import TimeWindow
-from app.text.timeparse import EARLIEST, day_end
+from app.text.timeparse import EARLIEST, LATEST, day_end
 from app.text.tokenize import search_tokens
 
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 RRF_DEPTH = 2  # each rrf leg brings at least this many times top_k candidates
+PENDING_SEARCHED_WITH = ("episode", "event_log")
+"""The memory types a message not yet formed stands in for: what it will surely become."""
 ALL_TIME_DAYS = 36500
 """A ``time_range_days`` above this (clients send 100000) means all time: no lower bound."""
 
@@ -49,6 +51,8 @@ class SearchResult:
     bm25_count: int = 0
     query_embedding_ms: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    hidden: dict[str, int] | None = None
+    """When the answer came back short: memories the filters left out, by filter (``hidden``)."""
 
 
 def validate(request: ScopedSearchRequest, settings: Settings) -> None:
@@ -81,12 +85,15 @@ def check_scope(request: ScopedSearchRequest) -> None:
 
 
 def time_window(
-    time_range_days: int, current_time: date | None = None, now: datetime | None = None
+    time_range_days: int | None, current_time: date | None = None, now: datetime | None = None
 ) -> tuple[datetime, datetime]:
     """[from, to): the ``time_range_days`` days up to the end of ``current_time`` (a day), or up to now.
-    Above ``ALL_TIME_DAYS``, or reaching before year 1, ``from`` is the start of the calendar."""
+    None (the default), above ``ALL_TIME_DAYS``, or reaching before year 1: ``from`` is the start of the calendar;
+    with neither a range nor ``current_time``, nothing bounds the end either (a client's clock may run ahead)."""
+    if time_range_days is None and current_time is None:
+        return EARLIEST, LATEST
     end = day_end(current_time) if current_time is not None else (now or datetime.now(UTC))
-    if time_range_days > ALL_TIME_DAYS or (end - EARLIEST).days < time_range_days:
+    if time_range_days is None or time_range_days > ALL_TIME_DAYS or (end - EARLIEST).days < time_range_days:
         return EARLIEST, end
     return end - timedelta(days=time_range_days), end
 
@@ -96,7 +103,8 @@ def filters_for(
 ) -> SearchFilters:
     """Scope semantics of seed 000: all = user_id and group_id where given; personal = user_id only,
     across groups; group = group_id only, every member's memories. ``memory_type`` defaults to the
-    request's ``data_source``."""
+    request's ``data_source``. Without a user filter a group episode comes once (the group's copy) unless the
+    request asks for ``participant_copies``; episode and event-log searches also find messages not yet formed."""
     memory_type = memory_type or request.data_source
     time_from, time_to = time_window(request.time_range_days, request.current_time, now)
     user_id = request.user_id if request.memory_scope in ("all", "personal") else None
@@ -109,6 +117,8 @@ def filters_for(
         user_id=user_id,
         group_id=group_id,
         valid_on=valid_on,
+        one_copy=memory_type == "episode" and user_id is None and not getattr(request, "participant_copies", False),
+        include_pending=memory_type in PENDING_SEARCHED_WITH,
     )
 
 
@@ -222,6 +232,8 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         )
         if boosting:
             found.memories = _boosted(found.memories, window, runtime.settings.time_boost)[: request.top_k]
+        if len(found.memories) < request.top_k:
+            found.hidden = await hidden(runtime, filters, radius=request.radius, found=found)
     if request.explain and request.data_source != "profile":
         rrf_k = runtime.settings.rrf_k
         found.memories = [
@@ -240,9 +252,67 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         query_embedding_ms=round(found.query_embedding_ms, 3),
         time_range_days=request.time_range_days,
         time_window=window.as_dict() if window else None,
+        hidden=found.hidden,
     )
     message = f"Retrieval successful, found {len(memories)} memories"
+    if found.hidden:
+        message += ". " + hidden_advice(found.hidden, request.data_source, request.time_range_days, request.radius)
     return message, RetrieveLightweightResult(memories=memories, count=len(memories), metadata=metadata)
+
+
+HIDDEN_COUNT_LIMIT = 100_000
+"""``hidden`` reads at most this many memories of the tenant's type: an explanation stays cheap at any scale."""
+
+
+async def hidden(
+    runtime: Runtime, filters: SearchFilters, *, radius: float | None, found: SearchResult
+) -> dict[str, int] | None:
+    """What the filters left out of a short answer, by filter: ``outside_time_range`` (in scope, outside the
+    time range or not valid on the day), ``other_scopes`` (in the time range, another user's or group's),
+    ``below_radius`` (passing both, less similar than ``radius``); None when nothing was left out."""
+    parameters = repository.search_parameters(
+        tenant=runtime.tenant,
+        mode="embedding",
+        query_vector=None,
+        embedding_model=embedder_name(runtime.settings),
+        query_tokens="",
+        filters=filters,
+        top_k=0,
+        radius=radius,
+        tuning=tuning_for(runtime.settings, "embedding", 1),
+    )
+    async with runtime.engine.connect() as conn:
+        counts = await repository.hidden_counts(conn, parameters, HIDDEN_COUNT_LIMIT)
+    leg_limit = tuning_for(runtime.settings, "rrf", 1).leg_limit
+    seen = min(counts["in_filters"], leg_limit)
+    result = {
+        "outside_time_range": counts["outside_time_range"],
+        "other_scopes": counts["other_scopes"],
+        "below_radius": max(seen - found.emb_count, 0) if radius is not None else 0,
+    }
+    if not any(result.values()):
+        return None
+    if counts["counted"] >= HIDDEN_COUNT_LIMIT:
+        result["counted_up_to"] = HIDDEN_COUNT_LIMIT
+    return result
+
+
+def hidden_advice(hidden: dict[str, int], memory_type: str, time_range_days: int | None, radius: float | None) -> str:
+    """What to change to see what ``hidden`` counts, in words."""
+    parts = []
+    if hidden.get("outside_time_range"):
+        parts.append(
+            f"{hidden['outside_time_range']} {memory_type} memories of this scope are outside the time range "
+            f"(time_range_days={time_range_days}, current_time): leave time_range_days out to search all time"
+        )
+    if hidden.get("other_scopes"):
+        parts.append(
+            f"{hidden['other_scopes']} are of other users or groups than user_id/group_id (memory_scope): "
+            "check the ids, or drop a filter"
+        )
+    if hidden.get("below_radius"):
+        parts.append(f"{hidden['below_radius']} are less similar than radius={radius}: lower it or leave it out")
+    return "; ".join(parts)
 
 
 def _boosted(memories: list[dict[str, Any]], window: TimeWindow, boost: float) -> list[dict[str, Any]]:
@@ -259,6 +329,7 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(row["id"]),
         "memory_type": row["memory_type"],
+        "formed": row["memory_type"] != "message",
         "content": row["content"],
         "title": row["title"],
         "summary": row["summary"],
@@ -266,7 +337,7 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
         "timestamp": row["timestamp"].isoformat(),
         "user_id": row["user_id"],
         "group_id": row["group_id"],
-        "memcell_id": str(row["memcell_id"]),
+        "memcell_id": str(row["memcell_id"]) if row["memcell_id"] else None,
         "source_message_ids": list(row["source_message_ids"]),
         "valid_from": row["valid_from"].isoformat() if row["valid_from"] else None,
         "valid_to": row["valid_to"].isoformat() if row["valid_to"] else None,

@@ -38,7 +38,7 @@ def fit_filters(filters: SearchFilters, window: TimeWindow | None, explicit_rang
 
     A window the query asks for plainly ("only last week") becomes the time filter. Any other window
     widens the default ``time_range_days`` so that memories in it can be found and boosted ("two years
-    ago" must not be cut off by the default of 365 days); a ``time_range_days`` the caller set is kept.
+    ago" must not be cut off by a range the caller did not set); a ``time_range_days`` the caller set is kept.
     """
     if window is None:
         return filters
