@@ -235,6 +235,8 @@ async def _kept_running(runtime: Runtime, queue_name: str, concurrency: int) -> 
     while True:
         try:
             await _run_worker(runtime, queue_name, concurrency)
+            if asyncio.current_task().cancelling():
+                return  # asked to stop: procrastinate stopped gracefully instead of raising the cancellation
             log.warning("the %s worker stopped by itself; starting again in %gs", queue_name, RESTART_AFTER_S)
         except Exception:  # noqa: BLE001  anything but cancellation: log, wait, start again
             log.exception("the %s worker failed; starting again in %gs", queue_name, RESTART_AFTER_S)
