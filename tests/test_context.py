@@ -77,9 +77,12 @@ def test_the_seeds_order_and_format(client, stored):
     assert result["total_tokens"] == sum(count_message_tokens(m) for m in messages)
 
 
-def test_the_default_min_score_keeps_only_close_records(client, stored):
-    result = assemble(client, query="What food does Alice love?")
-    assert all(s["score"] >= 0.7 for s in result["sections"]["knowledge"]["sources"])
+def test_the_default_min_score_is_the_cut_off_calibrated_for_the_model(client, stored):
+    sources = assemble(client, query="What food does Alice love?")["sections"]["knowledge"]["sources"]
+    assert sources and all(s["score"] >= 0.34 for s in sources)  # all-MiniLM-L6-v2's (app.retrieval.cutoff)
+    stricter = assemble(client, query="What food does Alice love?", semantic={"min_score": 0.7})
+    assert all(s["score"] >= 0.7 for s in stricter["sections"]["knowledge"]["sources"])
+    assert len(stricter["sections"]["knowledge"]["sources"]) < len(sources)
 
 
 def test_every_section_within_its_budget(client, stored):

@@ -76,7 +76,7 @@ def test_the_readme_example_is_found_with_default_parameters(api):
 def test_a_message_is_found_before_it_is_formed_and_then_as_its_memories(api, server):
     answer = api.post("/memorize", json=message(1, "The quarterly budget review moved to the Shenzhen office"))
     result = answer.json()["result"]
-    assert result["idle_close_seconds"] == 600 and "searchable within seconds" in result["formation"]
+    assert result["idle_close_seconds"] == 600 and "Searchable within seconds" in result["formation"]
     query = {"query": "Where is the budget review?", "group_id": "group_123"}
     found = wait_found(api, **query)["result"]["memories"]
     assert [(m["memory_type"], m["formed"]) for m in found] == [("message", False)]
