@@ -10,40 +10,17 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
-import pytest
 
+from tests.browser_support import chromium, new_key
 from tests.conftest import process_env
 from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, conversation, message
-from tests.tenancy_support import bearer, create_key
+from tests.tenancy_support import bearer
 
 SECRET = "the vault code is 4711"  # the other tenant's words: never on acme's pages
-
-
-def chromium() -> str:
-    """Debian's chromium, or a skip (a failure in CI) naming how to install it."""
-    path = shutil.which("chromium")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        path = None
-    if path:
-        return path
-    reason = "the inspector's browser test needs Debian's chromium (apt-get install chromium) and playwright"
-    if os.environ.get("CI", "").lower() in ("true", "1"):
-        pytest.fail(f"{reason}: CI must install them (.ci/run)")
-    pytest.skip(reason)
-
-
-def new_key(database_url: str, tenant: str) -> str:
-    """``create_key`` in a thread of its own: Playwright's sync API keeps an event loop running in this one."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(create_key, database_url, tenant).result()
 
 
 def fill(base_url: str, key: str, group_id: str, lines: list[dict]) -> None:
@@ -59,7 +36,7 @@ def fill(base_url: str, key: str, group_id: str, lines: list[dict]) -> None:
 def test_the_inspector_in_chromium(server_process_factory, database_url: str, tmp_path: Path):
     from playwright.sync_api import expect, sync_playwright
 
-    browser_path = chromium()
+    browser_path = chromium("the inspector's browser test")
     server = server_process_factory(process_env(database_url))
     server.start()
     base = server.base_url
