@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
+import gc
 import sys
 
+from app import logs
 from app.settings import Settings
 
 
@@ -48,12 +49,31 @@ def main(argv: list[str] | None = None) -> int:
     key_commands.add_parser("list", help="list keys (never the keys themselves)")
     revoke = key_commands.add_parser("revoke", help="revoke a key by its id (memsys keys list)")
     revoke.add_argument("id")
+    for command in (parser, *commands.choices.values(), *key_commands.choices.values()):
+        command.add_argument(  # before or after the command: memsys --verbose serve, memsys serve --verbose
+            "-v",
+            "--verbose",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="log the details too: the libraries' lines (each periodic job, each migration, the embedded "
+            "PostgreSQL's initdb and pg_ctl output, each HTTP request) and memsys's DEBUG lines",
+        )
     args = parser.parse_args(argv)
 
     settings = Settings()
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    verbose = getattr(args, "verbose", False)
+    logs.configure(settings.log_level, verbose=verbose)
+    try:
+        return _run(args, settings, verbose)
+    finally:
+        # the objects of every module imported stay until the exit: exempt from the garbage collection that
+        # would walk them all as the interpreter ends (half a second of a short command such as memsys keys)
+        gc.freeze()
+
+
+def _run(args: argparse.Namespace, settings: Settings, verbose: bool) -> int:
     if args.command == "serve":
-        return _serve(settings, args.host or settings.host, args.port or settings.port)
+        return _serve(settings, args.host or settings.host, args.port or settings.port, verbose)
     if args.command == "worker":
         return _worker(settings, args.concurrency)
     if args.command == "mcp":
@@ -71,17 +91,23 @@ def main(argv: list[str] | None = None) -> int:
     return _db_url(settings)
 
 
-def _serve(settings: Settings, host: str, port: int) -> int:
+def _serve(settings: Settings, host: str, port: int, verbose: bool) -> int:
+    import signal
+
     import uvicorn
 
     from app.http.app import create_app
 
-    settings = settings.model_copy(update={"host": host})
+    # uvicorn raises SIGTERM again once it has shut down gracefully: end then through the exit hooks, which stop
+    # the embedding worker process cleanly (a process killed by the signal leaves "leaked semaphore" warnings)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    settings = settings.model_copy(update={"host": host, "port": port})
     uvicorn.run(
         create_app(settings),
         host=host,
         port=port,
-        log_level=settings.log_level.lower(),
+        log_config=None,  # app.logs configured logging; the app logs its own start line
+        access_log=settings.access_log or verbose,
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,  # SIGTERM: requests in flight finish
     )
     return 0
@@ -101,6 +127,7 @@ def _worker(settings: Settings, concurrency: int) -> int:
         runtime = build_runtime(settings)
         try:
             async with runtime.kept_alive(), tasks.open_queue(runtime.service_url):
+                runtime.warm_up()
                 workers = asyncio.create_task(tasks.run_workers(runtime, concurrency))
                 for stop in (signal.SIGTERM, signal.SIGINT):
                     asyncio.get_running_loop().add_signal_handler(stop, workers.cancel)
@@ -137,6 +164,7 @@ def _mcp(settings: Settings, tenant: str) -> int:
             scoped = runtime.for_tenant(tenant)
             server = build_server(lambda ctx: scoped)
             async with runtime.kept_alive(), tasks.open_queue(runtime.service_url):
+                runtime.warm_up()  # the tools answer at once; the first that embeds waits for the model
                 workers = (
                     asyncio.create_task(tasks.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
                 )
@@ -238,9 +266,13 @@ def _reembed(settings: Settings, batch_size: int) -> int:
 
 def _migrate(settings: Settings) -> int:
     from app.db.engine import migrate_schema, resolve_database_url
+    from app.db.migrate import current_revision
 
-    migrate_schema(settings, resolve_database_url(settings))
-    print("migrated to head")
+    url = resolve_database_url(settings)
+    before = current_revision(url)
+    migrate_schema(settings, url)
+    after = current_revision(url)
+    print(f"migrated to head: {before or 'an empty database'} → {after}" if before != after else f"at head: {after}")
     return 0
 
 
@@ -285,10 +317,19 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _db_url(settings: Settings) -> int:
-    from app.db.embedded import libpq_url
+    from app.db.embedded import libpq_url, postmaster_pid
     from app.db.engine import resolve_database_url
 
+    data_dir = settings.resolved_data_dir()
+    running = settings.database_url or postmaster_pid(data_dir) is not None
     print(libpq_url(resolve_database_url(settings, keep_running=True)))
+    if not running:
+        print(
+            f"memsys db-url: started the embedded PostgreSQL in {data_dir / 'pg'}; it keeps running after this "
+            "command so that psql can connect, and stops when a later memsys command on this data directory "
+            "(other than db-url) exits",
+            file=sys.stderr,
+        )
     return 0
 
 

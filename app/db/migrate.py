@@ -39,6 +39,18 @@ def upgrade(
         _set_service_password(database_url, service_url)
 
 
+def current_revision(database_url: str) -> str | None:
+    """The revision the database is at (None before the first migration)."""
+    from alembic.runtime.migration import MigrationContext
+
+    engine = create_engine(sqlalchemy_url(database_url))
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()
+
+
 def _set_service_password(database_url: str, service_url: str) -> None:
     url = make_url(sqlalchemy_url(service_url))
     if url.username != SERVICE_ROLE or not url.password:

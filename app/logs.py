@@ -1,0 +1,76 @@
+"""What memsys prints on standard error: the logging of every command, quiet unless asked, and the one line
+``memsys serve`` starts with.
+
+memsys's own loggers (``app.…``) log at ``MEMSYS_LOG_LEVEL``. The libraries' routine lines (procrastinate's
+line per periodic job, alembic's per migration, pgserver's initdb and pg_ctl output, uvicorn's and the MCP
+server's per request) are details: they show with ``--verbose`` (or ``MEMSYS_LOG_LEVEL=DEBUG``); their warnings
+and errors always show.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure(level: str, *, verbose: bool = False) -> None:
+    """Log to standard error: memsys's own records from ``level`` (DEBUG when ``verbose``), the libraries' from
+    WARNING (from INFO when ``verbose`` or ``level`` is DEBUG). Replaces whatever was configured before."""
+    own = logging.DEBUG if verbose else logging.getLevelNamesMapping()[level.upper()]
+    libraries = logging.INFO if own <= logging.DEBUG else max(own, logging.WARNING)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.addFilter(_Levels(own, libraries))
+    logging.basicConfig(level=min(own, libraries), handlers=[handler], force=True)
+    if libraries > logging.INFO:
+        # pgserver's lock file falls back to /tmp when XDG_RUNTIME_DIR is unset (containers, root): harmless
+        warnings.filterwarnings("ignore", module="platformdirs")
+
+
+class _Levels(logging.Filter):
+    def __init__(self, own: int, libraries: int) -> None:
+        super().__init__()
+        self._own = own
+        self._libraries = libraries
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "app" or record.name.startswith("app."):
+            return record.levelno >= self._own
+        if record.name == "uvicorn.access":
+            return True  # uvicorn logs requests only when asked (MEMSYS_ACCESS_LOG or --verbose)
+        return record.levelno >= self._libraries
+
+
+async def start_line(runtime: Runtime) -> str:
+    """``memsys serve``'s one line once it answers: where, on which data, with which model, who may call."""
+    from sqlalchemy.engine import make_url
+
+    from app.db.embedded import libpq_url, sqlalchemy_url
+    from app.tenancy import repository
+
+    settings = runtime.settings
+    async with runtime.engine.connect() as conn:
+        _, any_key = await repository.key_lookup(conn, None)
+    if settings.database_url:
+        database = libpq_url(make_url(sqlalchemy_url(settings.database_url)).set(password=None).render_as_string())
+        where = f"database {database}"
+    else:
+        where = f"data directory {settings.resolved_data_dir()}; database embedded PostgreSQL"
+    # with no key on an address where anonymity is not allowed, the service refused to start before this
+    access = "API keys required" if any_key else "anonymous until the first API key (memsys keys create)"
+    workers = f"{settings.workers} formation worker{'s' if settings.workers != 1 else ''}"
+    return (
+        f"memsys serving http://{_host(settings.host)}:{settings.port}; {where}; embedding model "
+        f"{runtime.embedder.name}; {workers}; access {access}"
+    )
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
