@@ -232,15 +232,20 @@ async def run_workers(runtime: Runtime, concurrency: int) -> None:
 
 
 async def _kept_running(runtime: Runtime, queue_name: str, concurrency: int) -> None:
-    while True:
+    """Run a worker on ``queue_name``, again after it fails or stops by itself, until this task is cancelled.
+    procrastinate may end a cancelled worker gracefully (or with an error) instead of raising the cancellation:
+    the task's own cancel count, not the exception, says whether to stop."""
+    stopping = asyncio.current_task().cancelling
+    while not stopping():
         try:
             await _run_worker(runtime, queue_name, concurrency)
-            if asyncio.current_task().cancelling():
-                return  # asked to stop: procrastinate stopped gracefully instead of raising the cancellation
-            log.warning("the %s worker stopped by itself; starting again in %gs", queue_name, RESTART_AFTER_S)
+            if not stopping():
+                log.warning("the %s worker stopped by itself; starting again in %gs", queue_name, RESTART_AFTER_S)
         except Exception:  # noqa: BLE001  anything but cancellation: log, wait, start again
-            log.exception("the %s worker failed; starting again in %gs", queue_name, RESTART_AFTER_S)
-        await asyncio.sleep(RESTART_AFTER_S)
+            if not stopping():
+                log.exception("the %s worker failed; starting again in %gs", queue_name, RESTART_AFTER_S)
+        if not stopping():
+            await asyncio.sleep(RESTART_AFTER_S)
 
 
 async def stop_workers(workers: asyncio.Task) -> None:
