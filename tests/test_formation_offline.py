@@ -33,7 +33,16 @@ def test_conversation_then_flush_leaves_episodes_event_logs_and_profiles(client:
         assert answer == {
             "status": "ok",
             "message": "Message queued, awaiting boundary detection",
-            "result": {"saved_memories": [], "count": 0, "status_info": "accumulated", "warning": None},
+            "result": {
+                "saved_memories": [],
+                "count": 0,
+                "status_info": "accumulated",
+                "warning": None,
+                "formation": "Searchable within seconds as a message not yet formed; formed into memories at a "
+                "topic boundary, on POST /api/v3/agentic/flush, or after 600s without new messages in its "
+                "conversation",
+                "idle_close_seconds": 600.0,
+            },
         }
 
     flushed = client.post(FLUSH, json={"group_id": "group_123"})
