@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import sys
 
 from app import logs
 from app.settings import Settings
+
+log = logging.getLogger("app.cli")  # not __name__: as python -m app.cli that is __main__, not one of memsys's
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,6 +160,7 @@ def _worker(settings: Settings, concurrency: int) -> int:
             async with runtime.kept_alive(), tasks.open_queue(runtime.service_url):
                 runtime.warm_up()
                 workers = asyncio.create_task(tasks.run_workers(runtime, concurrency))
+                log.info("memsys worker: %s", logs.running_on(runtime, concurrency))
                 for stop in (signal.SIGTERM, signal.SIGINT):
                     asyncio.get_running_loop().add_signal_handler(stop, workers.cancel)
                 with contextlib.suppress(asyncio.CancelledError):
@@ -196,6 +200,7 @@ def _mcp(settings: Settings, tenant: str) -> int:
                 workers = (
                     asyncio.create_task(tasks.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
                 )
+                log.info("memsys mcp for tenant %s: %s", tenant, logs.running_on(runtime, settings.workers))
                 try:
                     await server.run_stdio_async()
                 finally:

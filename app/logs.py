@@ -50,26 +50,32 @@ class _Levels(logging.Filter):
 
 async def start_line(runtime: Runtime) -> str:
     """``memsys serve``'s one line once it answers: where, on which data, with which model, who may call."""
-    from sqlalchemy.engine import make_url
-
-    from app.db.embedded import libpq_url, sqlalchemy_url
     from app.tenancy import repository
 
     settings = runtime.settings
     async with runtime.engine.connect() as conn:
         _, any_key = await repository.key_lookup(conn, None)
+    # with no key on an address where anonymity is not allowed, the service refused to start before this
+    access = "API keys required" if any_key else "anonymous until the first API key (memsys keys create)"
+    return (
+        f"memsys serving http://{_host(settings.host)}:{settings.port}; {running_on(runtime, settings.workers)}; "
+        f"access {access}"
+    )
+
+
+def running_on(runtime: Runtime, workers: int) -> str:
+    """The data, the embedding model and the formation workers of a process (serve's, worker's, mcp's line)."""
+    from sqlalchemy.engine import make_url
+
+    from app.db.embedded import libpq_url, sqlalchemy_url
+
+    settings = runtime.settings
     if settings.database_url:
         database = libpq_url(make_url(sqlalchemy_url(settings.database_url)).set(password=None).render_as_string())
         where = f"database {database}"
     else:
         where = f"data directory {settings.resolved_data_dir()}; database embedded PostgreSQL"
-    # with no key on an address where anonymity is not allowed, the service refused to start before this
-    access = "API keys required" if any_key else "anonymous until the first API key (memsys keys create)"
-    workers = f"{settings.workers} formation worker{'s' if settings.workers != 1 else ''}"
-    return (
-        f"memsys serving http://{_host(settings.host)}:{settings.port}; {where}; embedding model "
-        f"{runtime.embedder.name}; {workers}; access {access}"
-    )
+    return f"{where}; embedding model {runtime.embedder.name}; {workers} formation worker{'s' if workers != 1 else ''}"
 
 
 def _host(host: str) -> str:

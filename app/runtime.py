@@ -78,6 +78,7 @@ class Runtime:
         threading.Thread(target=_warm_up_text, name="memsys-warm-up", daemon=True).start()
 
     async def close(self) -> None:
+        self.embedder.close()
         if self.llm is not None:
             await self.llm.close()
         await self.engine.dispose()

@@ -12,6 +12,7 @@ import json
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +49,10 @@ class Embedder(Protocol):
         """Load the model in the background now rather than in the first embed (which waits for it)."""
         ...
 
+    def close(self) -> None:
+        """The process is ending: a load still under way may fail (its worker process stops), quietly."""
+        ...
+
 
 class _Loading:
     """Something slow to make (a model, a worker process), made once in a thread: started ahead of need
@@ -59,6 +64,8 @@ class _Loading:
         self._what = what
         self._made: Future | None = None
         self._lock = threading.Lock()
+        self.abandoned = False
+        """Set as the process ends: a failure then (the worker process stopped under the load) is not logged."""
 
     def start(self) -> Future:
         with self._lock:
@@ -73,7 +80,8 @@ class _Loading:
         try:
             made.set_result(self._make())
         except BaseException as exc:  # noqa: BLE001  every caller gets it, in its own thread or task
-            log.error("Could not load %s: %s", self._what, exc)
+            if not self.abandoned:
+                log.error("Could not load %s: %s", self._what, exc)
             made.set_exception(exc)
 
     def get(self) -> Any:
@@ -124,6 +132,9 @@ class LocalEmbedder:
         """Load what ``embed`` needs in a thread now, not in the first embed."""
         self._ready.start()
 
+    def close(self) -> None:
+        self._ready.abandoned = self._in_process.abandoned = True
+
     def load(self) -> None:
         """Load what ``embed`` needs now and wait for it (what the first embed does otherwise)."""
         self._ready.get()
@@ -148,6 +159,8 @@ class LocalEmbedder:
             except (BrokenProcessPool, OSError) as exc:
                 _worker_pool.cache_clear()
                 self._pool = None
+                if self._ready.abandoned:
+                    raise  # the process ends, and its worker process with it: no model needed any more
                 log.warning("No embedding worker process (%s); embedding in a thread instead", exc)
         if found is None:
             found = _model_dimensions(self._model)
@@ -266,6 +279,9 @@ class OpenAICompatibleEmbedder:
     def start_loading(self) -> None:
         """Nothing to load: the model runs behind the endpoint."""
 
+    def close(self) -> None:
+        """Nothing loads."""
+
     async def embed(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self._batch_size):
@@ -325,6 +341,10 @@ def _worker_pool(path: str, runtime: str, threads: int) -> ProcessPoolExecutor:
 def _worker_init(path: str, runtime: str, threads: int) -> None:
     global _WORKER_MODEL
     parent = os.getppid()
+    # A Ctrl-C (or systemd's SIGTERM) reaches the whole process group: the server stops this process itself,
+    # after its requests in flight, rather than finding it dead (a traceback here, a broken pool there).
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_IGN)
 
     def exit_with_parent() -> None:  # a server killed with SIGKILL must not leave its worker behind
         while os.getppid() == parent:
@@ -410,6 +430,9 @@ class MultilingualUSEEmbedder:
     def start_loading(self) -> None:
         self._model.start()
 
+    def close(self) -> None:
+        self._model.abandoned = True
+
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
@@ -455,6 +478,9 @@ class MeasuredEmbedder:
 
     def start_loading(self) -> None:
         self.inner.start_loading()
+
+    def close(self) -> None:
+        self.inner.close()
 
     def _refused(self) -> EmbeddingError:
         return EmbeddingError(f"Every embedding slot stayed taken for {self._timeout_s:g}s")
