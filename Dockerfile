@@ -17,7 +17,7 @@ COPY sql ./sql
 RUN pip install "${TORCH_SPEC}" && pip install -e .
 # The bundled embedding model's ONNX export (MEMSYS_EMBEDDING_RUNTIME=onnx), made once here rather than at
 # every container start.
-RUN python -c "from app.providers.embeddings import BUNDLED_MODEL, LocalEmbedder; LocalEmbedder(BUNDLED_MODEL, 384, 64)"
+RUN python -c "from app.providers.embeddings import BUNDLED_MODEL, LocalEmbedder; LocalEmbedder(BUNDLED_MODEL, 384, 64).load()"
 
 ENV MEMSYS_HOST=0.0.0.0 MEMSYS_PORT=1995
 EXPOSE 1995
