@@ -306,6 +306,7 @@ def _load_model(path: str, runtime: str, threads: int):
     lock that allows one encode at a time: the runtime already uses its threads for one batch."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in a service's output
     if runtime == "onnx":
         from app.providers import onnx_model
 
