@@ -91,6 +91,8 @@ def test_a_message_is_found_before_it_is_formed_and_then_as_its_memories(api, se
     assert context["result"]["sections"]["episodes"]["sources"] == []
     health = httpx.get(server.base_url + "/health").json()["result"]["formation"]
     assert health["messages_waiting"] == 1 and health["messages_not_yet_searchable"] == 0
+    scrape = httpx.get(server.base_url + "/metrics").text
+    assert "memsys_messages_waiting 1.0" in scrape and "memsys_messages_not_yet_searchable 0.0" in scrape
 
     assert api.post("/flush", json={"group_id": "group_123"}).json()["result"]["status_info"] == "extracted"
     for data_source in ("episode", "event_log"):
