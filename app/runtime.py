@@ -78,7 +78,8 @@ class Runtime:
         threading.Thread(target=_warm_up_text, name="memsys-warm-up", daemon=True).start()
 
     async def close(self) -> None:
-        self.embedder.close()
+        if self.embedder is not None:  # a runtime for SQL only (tests, benchmarks) has none
+            self.embedder.close()
         if self.llm is not None:
             await self.llm.close()
         await self.engine.dispose()
