@@ -35,11 +35,15 @@ async def message_status(conn: AsyncConnection, stream_kind: str, stream_id: str
     return (await conn.execute(statement)).scalar_one_or_none()
 
 
-async def unindexed_pending(conn: AsyncConnection, embedding_model: str, limit: int) -> list[dict[str, Any]]:
-    """Pending messages with no vector of ``embedding_model`` yet, oldest first: what the intake worker indexes."""
+async def unindexed_pending(
+    conn: AsyncConnection, tenant: str, embedding_model: str, limit: int
+) -> list[dict[str, Any]]:
+    """Pending messages with no vector of ``embedding_model`` yet, oldest first: what the intake worker indexes.
+    ``tenant`` is the transaction's (row-level security holds it anyway): named, Citus routes to one shard."""
     statement = (
         select(messages.c.id, messages.c.sender_name, messages.c.content)
         .where(
+            messages.c.tenant_id == tenant,
             messages.c.status == "pending",
             (messages.c.embedding_model.is_distinct_from(embedding_model)) | messages.c.embedding.is_(None),
         )
@@ -49,14 +53,14 @@ async def unindexed_pending(conn: AsyncConnection, embedding_model: str, limit: 
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
 
 
-async def index_pending(conn: AsyncConnection, rows: list[dict[str, Any]], embedding_model: str) -> int:
+async def index_pending(conn: AsyncConnection, tenant: str, rows: list[dict[str, Any]], embedding_model: str) -> int:
     """Store each message's vector and BM25 text (``id``, ``embedding``, ``search_tokens``) if it is still
     pending; the count stored."""
     stored = 0
     for row in rows:
         result = await conn.execute(
             update(messages)
-            .where(messages.c.id == row["id"], messages.c.status == "pending")
+            .where(messages.c.tenant_id == tenant, messages.c.id == row["id"], messages.c.status == "pending")
             .values(embedding=row["embedding"], embedding_model=embedding_model, search_tokens=row["search_tokens"])
         )
         stored += result.rowcount

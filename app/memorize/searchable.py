@@ -33,7 +33,7 @@ async def index_pending(runtime: Runtime) -> int:
     indexed = 0
     while True:
         async with runtime.engine.connect() as conn:
-            rows = await repository.unindexed_pending(conn, model, BATCH)
+            rows = await repository.unindexed_pending(conn, runtime.tenant, model, BATCH)
         if not rows:
             return indexed
         texts = [message_text(row["sender_name"], row["content"]) for row in rows]
@@ -42,6 +42,6 @@ async def index_pending(runtime: Runtime) -> int:
         for row, vector, text_tokens in zip(rows, vectors, tokens, strict=True):
             row.update(embedding=vector, search_tokens=text_tokens)
         async with runtime.engine.begin() as conn:
-            indexed += await repository.index_pending(conn, rows, model)
+            indexed += await repository.index_pending(conn, runtime.tenant, rows, model)
         if len(rows) < BATCH:
             return indexed
