@@ -239,3 +239,26 @@ def test_embedding_runtime_benchmark_end_to_end(tmp_path: Path) -> None:
     assert [row["runtime"] for row in results["runtimes"]] == ["torch", "onnx"]
     assert all(row["query_ms"]["p50"] > 0 and row["batch_texts_per_s"] > 0 for row in results["runtimes"])
     assert results["max_abs_difference"] < 1e-5
+
+
+def test_read_your_writes_benchmark_end_to_end(tmp_path: Path) -> None:
+    """benchmarks/read_your_writes.py with 3 probes, idle and under 2 clients memorizing the tiny LoCoMo: idle,
+    every probe is found, as a message (3 messages in their groups: nothing formed); under load, each probe is
+    found or counted as a timeout, and the load is measured."""
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(TINY_LOCOMO))
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "benchmarks.read_your_writes", "--messages", "3", "--clients", "2", "--rate", "20",
+            "--timeout", "20", "--data", str(data), "--out", str(tmp_path),
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "read_your_writes.json").read_text())["results"]
+    idle, loaded = results["idle"], results["under_load"]
+    assert (idle["probes"], idle["found"], idle["timeouts"]) == (3, 3, 0)
+    assert idle["found_as"] == {"message": 3} and 0 < idle["p50_ms"] <= idle["p95_ms"] <= idle["max_ms"]
+    assert loaded["probes"] == 3 and loaded["found"] + loaded["timeouts"] == 3
+    assert all(p["found_ms"] is None or p["found_ms"] > 0 for p in loaded["detail"])
+    assert loaded["load"]["clients"] == 2 and loaded["load"]["messages"] > 0 and loaded["load"]["msg_per_s"] > 0
