@@ -74,6 +74,22 @@ def _memcell_fk(ondelete: str | None = None) -> ForeignKeyConstraint:
     return ForeignKeyConstraint(["tenant_id", "memcell_id"], ["memcells.tenant_id", "memcells.id"], ondelete=ondelete)
 
 
+def _bm25_columns() -> tuple[Column, Column]:
+    """What BM25 reads, derived from ``search_tokens`` (memories, and messages not yet formed): the tsvector and
+    the document length."""
+    return (
+        Column(
+            "tsv", TSVECTOR, Computed("to_tsvector('simple'::regconfig, search_tokens)", persisted=True), nullable=True
+        ),
+        Column(
+            "doc_len",
+            Integer,
+            Computed("COALESCE(array_length(string_to_array(search_tokens, ' '::text), 1), 0)", persisted=True),
+            nullable=True,
+        ),
+    )
+
+
 def _created_at() -> Column:
     return Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now())
 
@@ -168,13 +184,7 @@ messages = Table(
     Column("embedding", Vector(), nullable=True),
     Column("embedding_model", Text, nullable=True),
     Column("search_tokens", Text, nullable=True),
-    Column("tsv", TSVECTOR, Computed("to_tsvector('simple'::regconfig, search_tokens)", persisted=True), nullable=True),
-    Column(
-        "doc_len",
-        Integer,
-        Computed("COALESCE(array_length(string_to_array(search_tokens, ' '::text), 1), 0)", persisted=True),
-        nullable=True,
-    ),
+    *_bm25_columns(),
     _memcell_fk(),  # forget detaches a MemCell's messages and profiles before deleting it (migration 0010)
     UniqueConstraint("tenant_id", "stream_kind", "stream_id", "message_id"),
     CheckConstraint("stream_kind IN ('group', 'personal')", name="stream_kind"),
@@ -213,18 +223,7 @@ def _memories_table(dimensions: int) -> Table:
         # The text as BM25 sees it: app.text.tokenize's tokens joined by spaces, the same function
         # at write and at query time. The tsvector and the document length derive from it.
         Column("search_tokens", Text, nullable=False),
-        Column(
-            "tsv",
-            TSVECTOR,
-            Computed("to_tsvector('simple'::regconfig, search_tokens)", persisted=True),
-            nullable=True,
-        ),
-        Column(
-            "doc_len",
-            Integer,
-            Computed("COALESCE(array_length(string_to_array(search_tokens, ' '::text), 1), 0)", persisted=True),
-            nullable=True,
-        ),
+        *_bm25_columns(),
         Column("embedding", Vector(dimensions), nullable=False),
         # app.providers.embeddings.embedder_name of the model that made the vector (migration 0007).
         Column("embedding_model", Text, nullable=False),
