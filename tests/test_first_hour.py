@@ -78,7 +78,17 @@ def test_a_message_is_found_before_it_is_formed_and_then_as_its_memories(api, se
     result = answer.json()["result"]
     assert result["idle_close_seconds"] == 600 and "Searchable within seconds" in result["formation"]
     query = {"query": "Where is the budget review?", "group_id": "group_123"}
-    found = wait_found(api, **query)["result"]["memories"]
+    # Its BM25 text is stored by memorize itself: keyword search finds it at once, no waiting.
+    at_once = retrieve(api, **query, retrieval_mode="bm25")["result"]["memories"]
+    assert [(m["memory_type"], m["formed"]) for m in at_once] == [("message", False)]
+    # The intake worker adds its vector within seconds; then search by meaning finds it too.
+    deadline = time.monotonic() + 30
+    while httpx.get(server.base_url + "/health").json()["result"]["formation"]["messages_not_yet_searchable"]:
+        assert time.monotonic() < deadline, "the intake worker did not embed the message in 30 s"
+        time.sleep(0.1)
+    by_meaning = retrieve(api, **query, retrieval_mode="embedding")["result"]["memories"]
+    assert [(m["memory_type"], m["formed"]) for m in by_meaning] == [("message", False)]
+    found = retrieve(api, **query)["result"]["memories"]
     assert [(m["memory_type"], m["formed"]) for m in found] == [("message", False)]
     assert found[0]["content"] == "user_001: The quarterly budget review moved to the Shenzhen office"
     assert found[0]["source_message_ids"] == ["msg_001"] and found[0]["user_id"] == "user_001"

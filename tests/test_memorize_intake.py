@@ -99,3 +99,37 @@ def test_create_time_keeps_its_offset_and_a_naive_one_is_in_the_conversations_zo
         ("naive, personal", "2025-01-15T10:00:00+00:00"),
         ("naive, group without meta", "2025-01-15T10:00:00+00:00"),
     ]
+
+
+def test_the_intake_worker_skips_what_formation_holds_and_never_waits(settings, database_url: str) -> None:
+    """Formation and the intake worker both write messages: the intake worker takes only the rows it can lock
+    at once (a deadlock between the two once failed CI), and says how many it left for later."""
+    import asyncio
+
+    from app.memorize import searchable
+    from app.providers.embeddings import create_embedder
+    from app.runtime import Runtime
+    from tests.retrieval_support import tenant_engine
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for n in (1, 2):
+            conn.execute(
+                "INSERT INTO messages (tenant_id, stream_kind, stream_id, group_id, message_id, create_time, sender, "
+                "sender_name, content) VALUES ('default', 'group', 'g', 'g', %s, now(), 'u1', 'Ann', %s)",
+                (f"m{n}", f"Ann booked the dentist for Tuesday ({n})"),
+            )
+
+    async def index() -> tuple[int, int]:
+        runtime = Runtime(settings, tenant_engine(database_url), database_url, embedder=create_embedder(settings))
+        try:
+            return await asyncio.wait_for(searchable.index_pending(runtime.for_tenant("default")), 120)
+        finally:
+            await runtime.close()
+
+    with psycopg.connect(database_url) as formation:  # holds m1 as a forming transaction does
+        formation.execute("SELECT id FROM messages WHERE message_id = 'm1' FOR UPDATE")
+        assert asyncio.run(index()) == (1, 1)
+    assert asyncio.run(index()) == (1, 0)
+    rows = _rows(database_url, "SELECT message_id, embedding IS NOT NULL, search_tokens FROM messages ORDER BY 1")
+    assert [(m, has_vector) for m, has_vector, _ in rows] == [("m1", True), ("m2", True)]
+    assert all("dentist" in tokens and "tuesday" in tokens for _, _, tokens in rows)  # made where memorize had not

@@ -121,7 +121,7 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
         if not verdict["is_sufficient"] and verdict["refined_queries"]:
             t = time.perf_counter()
             # One forward pass embeds every refined query; their searches then run concurrently.
-            vectors = await runtime.embedder.embed(verdict["refined_queries"])
+            vectors = await runtime.embedder.embed(verdict["refined_queries"], query=True)
             rounds = await asyncio.gather(
                 *(search(q, v) for q, v in zip(verdict["refined_queries"], vectors, strict=True))
             )

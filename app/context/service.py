@@ -78,7 +78,7 @@ async def assemble(runtime: Runtime, request: ContextRequest) -> tuple[str, Cont
     searching = (request.semantic.enabled and request.semantic.max_tokens) or (
         request.episodes.enabled and request.episodes.max_tokens
     )
-    vector = (await runtime.embedder.embed([request.query]))[0] if searching else []
+    vector = (await runtime.embedder.embed([request.query], query=True))[0] if searching else []
     knowledge_memories, episode_memories = await asyncio.gather(
         _knowledge(runtime, request, vector), _episodes(runtime, request, vector)
     )

@@ -142,6 +142,9 @@ INTAKE_QUEUE = "intake"
 """Indexing new messages has a queue and a worker of its own: it must not wait behind a long formation job."""
 
 
+INDEX_AGAIN_AFTER_S = 1.0
+
+
 def index_key(tenant: str) -> str:
     return f"{tenant}/index"
 
@@ -153,7 +156,10 @@ async def index_messages(context: procrastinate.JobContext, tenant_id: str) -> N
 
     runtime: Runtime = context.additional_context["runtime"]
     try:
-        await searchable.index_pending(runtime.for_tenant(tenant_id))
+        _, skipped = await searchable.index_pending(runtime.for_tenant(tenant_id))
+        if skipped:  # formation held them: it forms them now, or they are tried again in a moment
+            async with runtime.for_tenant(tenant_id).engine.begin() as conn:
+                await defer_indexing(conn, tenant_id, schedule_in_s=INDEX_AGAIN_AFTER_S)
     except Exception:
         async with runtime.for_tenant(tenant_id).engine.begin() as conn:
             # Formation forms them anyway; they become searchable when the embedder is back.

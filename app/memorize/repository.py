@@ -36,14 +36,21 @@ async def message_status(conn: AsyncConnection, stream_kind: str, stream_id: str
 
 
 async def unindexed_pending(
-    conn: AsyncConnection, tenant: str, embedding_model: str, limit: int
+    conn: AsyncConnection, tenant: str, embedding_model: str, limit: int, after_id: int = 0
 ) -> list[dict[str, Any]]:
-    """Pending messages with no vector of ``embedding_model`` yet, oldest first: what the intake worker indexes.
-    ``tenant`` is the transaction's (row-level security holds it anyway): named, Citus routes to one shard."""
+    """Pending messages after ``after_id`` with no vector of ``embedding_model`` yet, oldest first: what the
+    intake worker indexes. ``tenant`` is the transaction's (row-level security holds it anyway): named, Citus
+    routes to one shard."""
     statement = (
-        select(messages.c.id, messages.c.sender_name, messages.c.content)
+        select(
+            messages.c.id,
+            messages.c.sender_name,
+            messages.c.content,
+            messages.c.search_tokens.is_(None).label("needs_tokens"),
+        )
         .where(
             messages.c.tenant_id == tenant,
+            messages.c.id > after_id,
             messages.c.status == "pending",
             (messages.c.embedding_model.is_distinct_from(embedding_model)) | messages.c.embedding.is_(None),
         )
@@ -53,23 +60,37 @@ async def unindexed_pending(
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
 
 
-async def index_pending(conn: AsyncConnection, tenant: str, rows: list[dict[str, Any]], embedding_model: str) -> int:
-    """Store each message's vector and BM25 text (``id``, ``embedding``, ``search_tokens``) if it is still
-    pending; the count stored."""
-    stored = 0
-    for row in rows:
-        result = await conn.execute(
-            update(messages)
-            .where(messages.c.tenant_id == tenant, messages.c.id == row["id"], messages.c.status == "pending")
-            .values(embedding=row["embedding"], embedding_model=embedding_model, search_tokens=row["search_tokens"])
-        )
-        stored += result.rowcount
-    return stored
+async def index_pending(
+    conn: AsyncConnection, tenant: str, rows: list[dict[str, Any]], embedding_model: str
+) -> tuple[int, int]:
+    """Store each message's vector (``id``, ``embedding``; its BM25 text ``search_tokens`` where it had none) if
+    it is still pending: (stored, skipped). A message that formation holds locked is skipped, never waited
+    for: waiting for one while holding another is how two transactions deadlock."""
+    ids = [row["id"] for row in rows]
+    locked = set(
+        (
+            await conn.execute(
+                select(messages.c.id)
+                .where(messages.c.tenant_id == tenant, messages.c.id.in_(ids), messages.c.status == "pending")
+                .with_for_update(skip_locked=True)
+            )
+        ).scalars()
+    )
+    stored = [row for row in rows if row["id"] in locked]
+    for row in stored:  # ours now: these updates wait for no one
+        values = {"embedding": row["embedding"], "embedding_model": embedding_model}
+        if row.get("search_tokens") is not None:
+            values["search_tokens"] = row["search_tokens"]
+        await conn.execute(update(messages).where(messages.c.tenant_id == tenant, messages.c.id == row["id"]).values(values))
+    pending = await conn.execute(
+        select(func.count()).where(messages.c.tenant_id == tenant, messages.c.id.in_(ids), messages.c.status == "pending")
+    )
+    return len(stored), pending.scalar_one() - len(stored)
 
 
 async def count_waiting(conn: AsyncConnection) -> dict[str, int]:
     """Messages of the connection's tenant waiting for formation, and of those not yet searchable."""
     statement = select(
-        func.count().label("waiting"), func.count().filter(messages.c.search_tokens.is_(None)).label("unsearchable")
+        func.count().label("waiting"), func.count().filter(messages.c.embedding.is_(None)).label("unsearchable")
     ).where(messages.c.status == "pending")
     return dict((await conn.execute(statement)).mappings().one())

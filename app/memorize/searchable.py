@@ -1,9 +1,9 @@
 """Read your writes: a stored message is searchable before formation turns it into memories.
 
-memorize only stores the message and queues ``index_messages`` (``app.formation.tasks``); the intake worker
-runs this: it gives each pending message its vector and its BM25 text, and retrieval searches pending
-messages beside the memories (``sql/retrieval.sql``) until the transaction that forms them into memories
-marks them processed: an answer holds a message or its memories, never both.
+memorize stores the message with its BM25 text (keyword search finds it at once) and queues ``index_messages``
+(``app.formation.tasks``); the intake worker runs this: it gives each pending message its vector. Retrieval
+searches pending messages beside the memories (``sql/retrieval.sql``) until the transaction that forms them
+into memories marks them processed: an answer holds a message or its memories, never both.
 """
 
 from __future__ import annotations
@@ -26,22 +26,29 @@ def _search_tokens(texts: list[str]) -> list[str]:
     return [search_tokens(text) for text in texts]
 
 
-async def index_pending(runtime: Runtime) -> int:
-    """Index every pending message of the runtime's tenant not yet indexed with the configured model, in
-    batches; the count indexed. Texts are embedded outside any transaction."""
+async def index_pending(runtime: Runtime) -> tuple[int, int]:
+    """Give every pending message of the runtime's tenant a vector of the configured model (and its BM25 text
+    if memorize did not store one: messages older than that), in batches; (indexed, skipped): skipped are those
+    formation held at that moment, to be tried again. Texts are embedded outside any transaction."""
     model = embedder_name(runtime.settings)
-    indexed = 0
+    indexed = skipped = last_id = 0
     while True:
         async with runtime.engine.connect() as conn:
-            rows = await repository.unindexed_pending(conn, runtime.tenant, model, BATCH)
+            rows = await repository.unindexed_pending(conn, runtime.tenant, model, BATCH, after_id=last_id)
         if not rows:
-            return indexed
+            return indexed, skipped
+        last_id = rows[-1]["id"]
         texts = [message_text(row["sender_name"], row["content"]) for row in rows]
         vectors = await runtime.embedder.embed(texts)
-        tokens = await run_off_loop(_search_tokens, texts)
-        for row, vector, text_tokens in zip(rows, vectors, tokens, strict=True):
-            row.update(embedding=vector, search_tokens=text_tokens)
+        untokenized = [(row, text) for row, text in zip(rows, texts, strict=True) if row["needs_tokens"]]
+        tokens = await run_off_loop(_search_tokens, [text for _, text in untokenized])
+        for (row, _), text_tokens in zip(untokenized, tokens, strict=True):
+            row["search_tokens"] = text_tokens
+        for row, vector in zip(rows, vectors, strict=True):
+            row["embedding"] = vector
         async with runtime.engine.begin() as conn:
-            indexed += await repository.index_pending(conn, runtime.tenant, rows, model)
+            stored, held = await repository.index_pending(conn, runtime.tenant, rows, model)
+        indexed += stored
+        skipped += held
         if len(rows) < BATCH:
-            return indexed
+            return indexed, skipped

@@ -41,8 +41,9 @@ class Embedder(Protocol):
     dimensions: int
     name: str
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text, in order, computed in batches."""
+    async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
+        """One vector per text, in order, computed in batches. ``query``: a request is waiting for these (a
+        search's query); an embedder that can must not queue them behind bulk work (formation, intake)."""
         ...
 
     def start_loading(self) -> None:
@@ -126,11 +127,16 @@ class LocalEmbedder:
         self._batch_size = batch_size
         self._timeout_s = timeout_s
         self._restarting = asyncio.Lock()
-        self._batcher: _Coalescer | None = None
+        self._batchers: dict[bool, _Coalescer] = {}
+        self._queries_here = worker_process
+        """With a worker process for bulk work, queries are embedded by the model in this process (a second copy,
+        about 100 MB): a search never waits behind a batch of new messages or memories being embedded."""
 
     def start_loading(self) -> None:
         """Load what ``embed`` needs in a thread now, not in the first embed."""
         self._ready.start()
+        if self._queries_here:
+            self._in_process.start()
 
     def close(self) -> None:
         self._ready.abandoned = self._in_process.abandoned = True
@@ -175,18 +181,21 @@ class LocalEmbedder:
             vectors = model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True)
         return vectors.tolist()
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
         if not texts:
             return []
-        if all(len(text) <= COALESCE_MAX_CHARS for text in texts):
-            return await self._coalesced(texts)
+        here = query and self._queries_here
+        if here or all(len(text) <= COALESCE_MAX_CHARS for text in texts):
+            return await self._coalesced(texts, here)
         return await self._encode(texts)
 
-    async def _coalesced(self, texts: list[str]) -> list[list[float]]:
+    async def _coalesced(self, texts: list[str], here: bool) -> list[list[float]]:
         loop = asyncio.get_running_loop()
-        if self._batcher is None or self._batcher.loop is not loop:
-            self._batcher = _Coalescer(self._encode, loop)
-        return await self._batcher.submit(texts)
+        batcher = self._batchers.get(here)
+        if batcher is None or batcher.loop is not loop:
+            encode = functools.partial(asyncio.to_thread, self.embed_sync) if here else self._encode
+            batcher = self._batchers[here] = _Coalescer(encode, loop)
+        return await batcher.submit(texts)
 
     async def _encode(self, texts: list[str]) -> list[list[float]]:
         await self._ready.wait()
@@ -282,7 +291,7 @@ class OpenAICompatibleEmbedder:
     def close(self) -> None:
         """Nothing loads."""
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self._batch_size):
             batch = texts[start : start + self._batch_size]
@@ -441,7 +450,7 @@ class MultilingualUSEEmbedder:
         with self._lock:
             return [_normalised(vector) for vector in model.encode(texts).tolist()]
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
         return await asyncio.to_thread(self.embed_sync, texts)
 
 
@@ -466,11 +475,11 @@ class MeasuredEmbedder:
         """``MEMSYS_EMBEDDING_MAX_CONCURRENCY`` calls in flight at once; more wait at most the timeout."""
         self._timeout_s = timeout_s
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
         started = time.perf_counter()
         try:
             async with slot(self._slots, self._timeout_s, self._refused):
-                return await self.inner.embed(texts)
+                return await self.inner.embed(texts, query=query)
         except Exception:
             metrics.EMBEDDING_ERRORS.labels(provider=self.provider).inc()
             raise

@@ -157,7 +157,7 @@ async def search(
     embedding_ms = 0.0
     if mode != "bm25" and query_vector is None:
         started = time.perf_counter()
-        query_vector = (await runtime.embedder.embed([query]))[0]
+        query_vector = (await runtime.embedder.embed([query], query=True))[0]
         embedding_ms = (time.perf_counter() - started) * 1000
     tuning = tuning_for(runtime.settings, mode, top_k)
     # jieba segments the query in Python: off the event loop.

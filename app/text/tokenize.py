@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import threading
 import unicodedata
 
 import jieba
@@ -26,12 +27,17 @@ jieba.setLogLevel(logging.WARNING)
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _RUNS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
 _IS_CJK = re.compile(rf"[{_CJK}]")
-_STEMMER = snowballstemmer.stemmer("english")
+_STEMMERS = threading.local()
+"""A Snowball stemmer keeps state while it stems a word: each thread (the event loop's, the text workers')
+has its own."""
 
 
 @functools.lru_cache(maxsize=100_000)
 def _stem(word: str) -> str:
-    return _STEMMER.stemWord(word)
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return stemmer.stemWord(word)
 
 
 def tokenize(text: str) -> list[str]:
