@@ -35,7 +35,8 @@ MESSAGES_WAITING = Gauge(
     "memsys_messages_waiting", "Messages stored and not yet formed into memories, all tenants (at the last scrape)"
 )
 MESSAGES_NOT_SEARCHABLE = Gauge(
-    "memsys_messages_not_yet_searchable", "Of the waiting messages, those not yet indexed for search (last scrape)"
+    "memsys_messages_not_yet_searchable",
+    "Of the waiting messages, those not yet embedded: found by keyword, not yet by meaning (last scrape)",
 )
 MEMORIES = Gauge("memsys_memories", "Memories per type, all tenants (at the last scrape)", ["memory_type"])
 
