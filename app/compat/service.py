@@ -34,6 +34,12 @@ METHODS = {"keyword": "bm25", "vector": "embedding", "hybrid": "rrf", "rrf": "rr
 """Upstream's retrieve methods → memsys's modes. ``agentic`` runs the hybrid search: the agentic path needs an
 LLM configuration these clients do not send (memsys's own /retrieve_agentic takes one)."""
 MAX_TOP_K = 100
+MAX_PAGE = 100_000
+"""Deepest page a listing reaches (an offset of at most ten million rows, never a bigint overflow)."""
+MAX_MEMORY_TYPES = 8
+"""Memory types one search may name (upstream has seven); each is one search per group."""
+MAX_GROUP_IDS = 50
+"""Groups one request may name: a search runs once per memory type and group, so the two caps bound its work."""
 
 
 @dataclass
@@ -136,6 +142,14 @@ def _values(value: Any, where: str) -> list[str]:
     raise InvalidParameter(f'Invalid field {where}: an id, {{"eq": id}} or {{"in": [ids]}}')
 
 
+def bounded(values: list[str], field: str, limit: int) -> list[str]:
+    """``values`` without repeats, in order; more than ``limit`` different ones is an ``InvalidParameter``."""
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) > limit:
+        raise InvalidParameter(f"Invalid field {field}: at most {limit} different values ({len(distinct)} given)")
+    return distinct
+
+
 def needs_scope(scope: Scope) -> None:
     if not scope.user_id and not scope.group_ids:
         raise InvalidParameter("Missing required field: user_id or group_id (in filters, or user_id / group_ids)")
@@ -185,6 +199,9 @@ async def search(
     top_k = MAX_TOP_K if top_k == -1 else top_k
     if not 1 <= top_k <= MAX_TOP_K:
         raise InvalidParameter(f"Invalid field top_k: -1 or 1 to {MAX_TOP_K}")
+    memory_types = bounded(memory_types, "memory_types", MAX_MEMORY_TYPES)
+    group_ids = bounded(scope.group_ids or [], "group_id", MAX_GROUP_IDS) or [None]
+    query_vector = (await runtime.embedder.embed([query], query=True))[0] if mode != "bm25" else None
     found: dict[str, list[dict[str, Any]]] = {"memories": [], "profiles": []}
     for memory_type in memory_types:
         if memory_type == "profile":
@@ -193,7 +210,7 @@ async def search(
         if memory_type not in MEMORY_TYPES:
             continue  # raw_message, agent_memory: memsys keeps none
         hits: list[dict[str, Any]] = []
-        for group_id in scope.group_ids or [None]:
+        for group_id in group_ids:
             filters = SearchFilters(
                 memory_type=MEMORY_TYPES[memory_type],
                 time_from=scope.start or EARLIEST,
@@ -202,7 +219,7 @@ async def search(
                 group_id=group_id,
             )
             result = await retrieval.search(
-                runtime, query=query, filters=filters, top_k=top_k, mode=mode, radius=radius
+                runtime, query=query, filters=filters, top_k=top_k, mode=mode, radius=radius, query_vector=query_vector
             )
             hits.extend(result.memories)
         hits.sort(key=lambda memory: -memory["score"])
@@ -215,8 +232,10 @@ async def fetch(
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of a memory type, newest first, and the total."""
     needs_scope(scope)
-    if page < 1 or not 1 <= page_size <= MAX_TOP_K:
-        raise InvalidParameter(f"Invalid field page / page_size: page from 1, page_size 1 to {MAX_TOP_K}")
+    if not 1 <= page <= MAX_PAGE or not 1 <= page_size <= MAX_TOP_K:
+        raise InvalidParameter(
+            f"Invalid field page / page_size: page 1 to {MAX_PAGE}, page_size 1 to {MAX_TOP_K}"
+        )
     if memory_type == "profile":
         found = await profiles(runtime, scope)
         return found[(page - 1) * page_size : page * page_size], len(found)
@@ -243,7 +262,7 @@ async def profiles(runtime: Runtime, scope: Scope) -> list[dict[str, Any]]:
     if not scope.user_id:
         return []
     found = []
-    for group_id in scope.group_ids or [None]:
+    for group_id in bounded(scope.group_ids or [], "group_id", MAX_GROUP_IDS) or [None]:
         found.extend(await retrieval.profile(runtime, scope.user_id, group_id))
     return [upstream_profile(profile) for profile in found]
 

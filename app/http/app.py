@@ -98,7 +98,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         ],
         lifespan=[lifespan],
         guards=[authenticate],
-        middleware=[HTTP.middleware, RequestLimit(settings.max_concurrent_requests, settings.request_queue_seconds)],
+        middleware=[HTTP.middleware, RequestLimit(settings)],
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=MemsysRequest,
         request_max_body_size=settings.max_body_bytes,

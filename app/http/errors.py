@@ -31,7 +31,9 @@ _HTTP_CODES = {
 }
 
 
-def envelope(request: Request, status_code: int, code: str, message: str) -> Response:
+def envelope(
+    request: Request, status_code: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> Response:
     return Response(
         {
             "status": "failed",
@@ -41,6 +43,7 @@ def envelope(request: Request, status_code: int, code: str, message: str) -> Res
             "path": request.url.path,
         },
         status_code=status_code,
+        headers=headers,
     )
 
 
@@ -69,7 +72,9 @@ def handle_memsys_error(request: Request, exc: MemsysError) -> Response:
         _unavailable(request, exc)
     elif exc.status_code >= 500:
         log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
-    return envelope(request, exc.status_code, exc.code, str(exc))
+    retry_after = getattr(exc, "retry_after_s", None)
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return envelope(request, exc.status_code, exc.code, str(exc), headers)
 
 
 def handle_validation_error(request: Request, exc: ValidationError) -> Response:

@@ -18,7 +18,7 @@ import msgspec
 from litestar import Request
 from litestar.types import Empty
 
-from app.errors import InvalidParameter
+from app.errors import InvalidParameter, UnsupportedMediaType
 from app.validation import unstorable
 
 MAX_JSON_DEPTH = 32
@@ -40,8 +40,21 @@ class MemsysRequest(Request):
 
     async def json(self) -> Any:
         if self._connection_state.json is Empty:
-            self._connection_state.json = decode_body(await self.body() or b"null")
+            body = await self.body()
+            if body:
+                check_media_type(self.headers.get("content-type", ""))
+            self._connection_state.json = decode_body(body or b"null")
         return await super().json()
+
+
+def check_media_type(content_type: str) -> None:
+    """A body is JSON only when it says so: a web page's form, ``text/plain`` or typeless post (which a browser
+    sends to any address without asking) is refused, not read as JSON."""
+    media_type = content_type.split(";")[0].strip().lower()
+    if media_type != "application/json" and not (media_type.startswith("application/") and media_type.endswith("+json")):
+        raise UnsupportedMediaType(
+            f"Invalid header Content-Type: {media_type or 'none'!r}; a request body must be application/json"
+        )
 
 
 def decode_body(raw: bytes) -> Any:

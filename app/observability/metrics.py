@@ -25,7 +25,10 @@ LLM_ERRORS = Counter("memsys_llm_errors_total", "LLM calls that failed after the
 EMBEDDING_SECONDS = Histogram("memsys_embedding_duration_seconds", "One embedding call", ["provider"])
 EMBEDDING_ERRORS = Counter("memsys_embedding_errors_total", "Embedding calls that failed", ["provider"])
 REQUESTS_REJECTED = Counter(
-    "memsys_requests_rejected_total", "API requests answered 503 without being handled", ["reason"]
+    "memsys_requests_rejected_total",
+    "Requests refused or stopped before their handler finished (busy, tenant_share, slow_body, slow_head, host,"
+    " origin, deadline, client_gone)",
+    ["reason"],
 )
 FORMATION_JOBS = Gauge("memsys_formation_jobs", "Formation jobs by state (at the last scrape)", ["state"])
 FORMATION_OLDEST = Gauge(
