@@ -60,9 +60,7 @@ class _Share:
 
 
 @contextlib.asynccontextmanager
-async def _taken(
-    slots: asyncio.Semaphore, deadline: float, refused: Callable[[], Exception]
-) -> AsyncIterator[None]:
+async def _taken(slots: asyncio.Semaphore, deadline: float, refused: Callable[[], Exception]) -> AsyncIterator[None]:
     async with slot(slots, max(deadline - asyncio.get_running_loop().time(), 0), refused):
         yield
 

@@ -2,13 +2,46 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.formation_helpers import FLUSH, MEMORIZE, conversation
 
 
+TOKEN = "scrape-token"
+
+
+@pytest.fixture
+def client(settings):
+    """The app with a metrics token: the in-process test client is no loopback address, as a remote scraper."""
+    from litestar.testing import TestClient
+
+    from app.http.app import create_app
+
+    with TestClient(
+        create_app(settings.model_copy(update={"metrics_token": TOKEN})), raise_server_exceptions=False
+    ) as client:
+        yield client
+
+
+def test_metrics_needs_the_token_or_a_loopback_client(client):
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_without_a_token_metrics_answers_loopback_clients_only(settings):
+    from litestar.testing import TestClient
+
+    from app.http.app import create_app
+
+    with TestClient(create_app(settings), raise_server_exceptions=False) as remote:  # client "testclient"
+        answer = remote.get("/metrics")
+    assert answer.status_code == 403 and "MEMSYS_METRICS_TOKEN" in answer.json()["message"]
+
+
 def samples(client) -> dict[tuple[str, tuple], float]:
-    response = client.get("/metrics")
+    response = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value

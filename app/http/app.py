@@ -25,7 +25,8 @@ from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health, live
 from app.http.json_body import MemsysRequest
 from app.http.limits import RequestLimit
-from app.http.metrics import metrics
+from app.http.metrics import Gauges, metrics
+from app.inspect.browser import InspectorSessions
 from app.inspect.endpoints import InspectorController
 from app.inspect.rendering import template_config
 from app.logs import start_line
@@ -57,6 +58,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 await refuse_open_anonymous(conn, settings.host, settings.allow_anonymous)
             app.state.runtime = runtime
             app.state.key_cache = KeyCache(settings.key_cache_seconds)
+            app.state.inspector_sessions = InspectorSessions()
+            app.state.gauges = Gauges(settings.metrics_refresh_seconds)
             _, app.state.mcp_sessions = build_http(settings.host)
             async with runtime.kept_alive(), tasks.open_queue(runtime.service_url), app.state.mcp_sessions.run():
                 workers = (

@@ -35,7 +35,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.concurrency import PRINCIPAL, Slots
 from app.errors import Forbidden, PayloadTooLarge, RequestTimeout, ServiceUnavailable, TooManyRequests
-from app.http.auth import INSPECTOR_KEY_COOKIE, INSPECTOR_PATH
+from app.http.auth import INSPECTOR_PATH, INSPECTOR_SESSION_COOKIE
 from app.observability.metrics import REQUESTS_REJECTED
 from app.settings import Settings
 
@@ -122,7 +122,9 @@ class RequestLimit(ASGIMiddleware):
 
     def _busy(self) -> Busy:
         REQUESTS_REJECTED.labels(reason="busy").inc()
-        return Busy(f"memsys is busy (every request slot stayed taken for {self._settings.request_queue_seconds:g}s); retry")
+        return Busy(
+            f"memsys is busy (every request slot stayed taken for {self._settings.request_queue_seconds:g}s); retry"
+        )
 
     def _over_share(self) -> TooManyRequests:
         REQUESTS_REJECTED.labels(reason="tenant_share").inc()
@@ -199,7 +201,7 @@ def _principal(headers: Headers) -> str | None:
             (
                 value.strip()
                 for name, _, value in (part.strip().partition("=") for part in cookies.split(";"))
-                if name == INSPECTOR_KEY_COOKIE and value.strip()
+                if name == INSPECTOR_SESSION_COOKIE and value.strip()
             ),
             "",
         )

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import hmac
+import ipaddress
+import math
+import time
+
 from litestar import Request, get
 from litestar.response import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from app.errors import Forbidden, Unauthorized
 from app.formation import repository as formation_repository
 from app.formation import tasks
 from app.memories.repository import count_by_type
@@ -20,9 +27,25 @@ from app.observability.metrics import (
 from app.runtime import Runtime
 
 
+class Gauges:
+    """The gauges read from the database, read again at most every ``MEMSYS_METRICS_REFRESH_SECONDS`` by one
+    scrape at a time: a scrape costs no query in between, however often (or by however many) it is made."""
+
+    def __init__(self, every_s: float) -> None:
+        self._every_s = every_s
+        self._read_at = -math.inf
+        self._lock = asyncio.Lock()
+
+    async def fresh(self, runtime: Runtime) -> None:
+        async with self._lock:
+            if time.monotonic() - self._read_at >= self._every_s:
+                await refresh(runtime)
+                self._read_at = time.monotonic()
+
+
 async def refresh(runtime: Runtime) -> None:
     """The gauges read from the database: the queue's backlog, and memories per type tenant by tenant (each
-    tenant's rows are visible only in its own scope)."""
+    tenant's rows are visible only in its own scope), summed over the tenants."""
     async with runtime.engine.connect() as conn:
         backlog = await tasks.backlog(conn)
         tenants = await formation_repository.tenants(conn)
@@ -43,6 +66,22 @@ async def refresh(runtime: Runtime) -> None:
 
 @get("/metrics", operation_id="metrics", tags=["health"], opt={"public": True}, include_in_schema=False)
 async def metrics(request: Request) -> Response:
-    """Prometheus text format. Open like ``/health``: counts and latencies, no tenant's data."""
-    await refresh(request.app.state.runtime)
+    """Prometheus text format: counts and latencies summed over the tenants, no tenant's data. With
+    ``MEMSYS_METRICS_TOKEN`` it asks for that bearer token; without it, it answers loopback clients only."""
+    runtime: Runtime = request.app.state.runtime
+    token = runtime.settings.metrics_token
+    if token:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+            raise Unauthorized("GET /metrics needs Authorization: Bearer <MEMSYS_METRICS_TOKEN>")
+    elif not _loopback(request.client.host if request.client else ""):
+        raise Forbidden("GET /metrics answers loopback clients only; set MEMSYS_METRICS_TOKEN to scrape it remotely")
+    await request.app.state.gauges.fresh(runtime)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from app.concurrency import slot
+from app.concurrency import Slots
 from app.errors import ConfigurationError, ServiceUnavailable
 from app.observability import metrics
 from app.settings import Settings
@@ -309,10 +309,20 @@ class OpenAICompatibleEmbedder:
         return vectors
 
 
-@functools.lru_cache(maxsize=4)
+_LOADING = threading.Lock()
+"""One model loads at a time in a process: two threads importing transformers at once break its lazy imports
+("cannot import name 'AutoTokenizer'")."""
+
+
 def _load_model(path: str, runtime: str, threads: int):
     """One copy of each model per process (several apps in one process, e.g. tests, share it), with the
     lock that allows one encode at a time: the runtime already uses its threads for one batch."""
+    with _LOADING:
+        return _load_model_once(path, runtime, threads)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model_once(path: str, runtime: str, threads: int):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in a service's output
@@ -465,20 +475,28 @@ class MeasuredEmbedder:
     """An embedder whose calls are timed and counted (``memsys_embedding_*``)."""
 
     def __init__(
-        self, inner: Embedder, provider: str, name: str, *, max_concurrency: int = 8, timeout_s: float = 30.0
+        self,
+        inner: Embedder,
+        provider: str,
+        name: str,
+        *,
+        max_concurrency: int = 8,
+        timeout_s: float = 30.0,
+        share: float = 1.0,
     ) -> None:
         self.inner = inner
         self.provider = provider
         self.dimensions = inner.dimensions
         self.name = name
-        self._slots = asyncio.Semaphore(max_concurrency)
-        """``MEMSYS_EMBEDDING_MAX_CONCURRENCY`` calls in flight at once; more wait at most the timeout."""
+        self._slots = Slots(max_concurrency, share)
+        """``MEMSYS_EMBEDDING_MAX_CONCURRENCY`` calls in flight at once, of which one API key holds at most its
+        ``MEMSYS_TENANT_SHARE``; more wait at most the timeout."""
         self._timeout_s = timeout_s
 
     async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
         started = time.perf_counter()
         try:
-            async with slot(self._slots, self._timeout_s, self._refused):
+            async with self._slots.slot(self._timeout_s, self._refused):
                 return await self.inner.embed(texts, query=query)
         except Exception:
             metrics.EMBEDDING_ERRORS.labels(provider=self.provider).inc()
@@ -506,6 +524,7 @@ def create_embedder(settings: Settings) -> Embedder:
         embedder_name(settings),
         max_concurrency=settings.embedding_max_concurrency,
         timeout_s=settings.embedding_timeout_s,
+        share=settings.tenant_share,
     )
 
 
