@@ -106,8 +106,7 @@ def test_a_key_over_its_share_gets_429_and_the_other_tenant_is_served(server, ke
     noisy = bearer(keys["noisy"])
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         floods = [
-            pool.submit(httpx.post, server.base_url + SEARCH, json=FAN_OUT, headers=noisy, timeout=60)
-            for _ in range(6)
+            pool.submit(httpx.post, server.base_url + SEARCH, json=FAN_OUT, headers=noisy, timeout=60) for _ in range(6)
         ]
         time.sleep(0.3)
         good = good_retrieve(server, keys["good"])

@@ -7,7 +7,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.formation_helpers import FLUSH, MEMORIZE, conversation
 
-
 TOKEN = "scrape-token"
 
 

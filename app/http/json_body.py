@@ -51,7 +51,8 @@ def check_media_type(content_type: str) -> None:
     """A body is JSON only when it says so: a web page's form, ``text/plain`` or typeless post (which a browser
     sends to any address without asking) is refused, not read as JSON."""
     media_type = content_type.split(";")[0].strip().lower()
-    if media_type != "application/json" and not (media_type.startswith("application/") and media_type.endswith("+json")):
+    json_like = media_type.startswith("application/") and media_type.endswith("+json")
+    if media_type != "application/json" and not json_like:
         raise UnsupportedMediaType(
             f"Invalid header Content-Type: {media_type or 'none'!r}; a request body must be application/json"
         )
