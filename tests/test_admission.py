@@ -196,3 +196,14 @@ def test_a_request_over_its_deadline_is_stopped(database_url, keys, server_proce
     quick_one = {"query": "launch", "group_id": "g1", "retrieval_mode": "bm25"}  # no model to wait for
     answer = httpx.post(quick.base_url + RETRIEVE, json=quick_one, headers=bearer(keys["good"]), timeout=30)
     assert answer.status_code == 200, answer.text  # a quick request is not cut
+
+
+def test_mcp_refusals_are_the_error_envelope(server, keys):
+    accept = {"Accept": "application/json, text/event-stream"}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    answer = httpx.post(server.base_url + "/mcp", json=hello, headers=accept, timeout=30)
+    assert answer.status_code == 401 and answer.json()["code"] == "UNAUTHORIZED", answer.text
+    too_big = b'{"x": "' + b"a" * (1024 * 1024 + 10) + b'"}'
+    headers = {**accept, **bearer(keys["good"]), "Content-Type": "application/json"}
+    answer = httpx.post(server.base_url + "/mcp", content=too_big, headers=headers, timeout=30)
+    assert answer.status_code == 413 and answer.json()["code"] == "PAYLOAD_TOO_LARGE", answer.text

@@ -56,7 +56,8 @@ class RequestLimit(ASGIMiddleware):
         self._origins = {origin.rstrip("/").lower() for origin in settings.allowed_origins}
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
-        path = scope["path"]
+        # A mount (``/mcp``) sees its own path in scope["path"]; the raw one is the request's.
+        path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
         if scope["type"] != "http" or not path.startswith(ADMITTED):
             await next_app(scope, receive, send)
             return
