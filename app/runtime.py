@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.concurrency import Slots
 from app.db import migrate
 from app.db.embedded import keep_running, libpq_url, release_embedded
 from app.db.engine import (
@@ -47,6 +48,9 @@ class Runtime:
     """The service's login (libpq form for the formation queue's own pool)."""
     tenant: str | None = None
     """None in the shared runtime, whose engine sees no tenant data; set in ``for_tenant``'s copies."""
+    searches: Slots = field(default_factory=lambda: Slots(10))
+    """Search statements running at once (one per pooled connection), of which one API key runs at most its
+    ``MEMSYS_TENANT_SHARE``: a key's wide searches queue behind each other, not in front of another key's."""
 
     def for_tenant(self, tenant: str) -> Runtime:
         """The same runtime (pool, providers) with every transaction in ``tenant``: services take this."""
@@ -104,6 +108,7 @@ def build_runtime(settings: Settings) -> Runtime:
         service_url=libpq_url(service_url),
         embedder=embedder,
         llm=LLMClient.from_settings(settings),
+        searches=Slots(settings.db_pool_size, settings.tenant_share),
     )
 
 

@@ -67,7 +67,11 @@ class RequestLimit(ASGIMiddleware):
         if scope["method"] == "GET" and path.startswith("/mcp"):
             await next_app(scope, receive, send)  # MCP's event stream: long-lived, no body
             return
-        body = await self._read_body(receive, headers)
+        try:
+            body = await self._read_body(receive, headers)
+        except ClientGone:
+            REQUESTS_REJECTED.labels(reason="client_gone").inc()
+            return  # nobody to answer
         PRINCIPAL.set(principal)
         async with self._slots.slot(self._settings.request_queue_seconds, self._busy, self._over_share):
             await _run_bounded(next_app, scope, body, receive, send, self._settings.request_timeout_seconds)

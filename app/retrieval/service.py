@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from app.errors import InvalidParameter
+from app.errors import InvalidParameter, ServiceUnavailable
 from app.observability import metrics
 from app.providers.embeddings import embedder_name
 from app.retrieval import repository
@@ -173,10 +173,12 @@ async def search(
         radius=radius,
         tuning=tuning,
     )
-    with metrics.timed(metrics.RETRIEVAL_SECONDS, mode=mode):
-        async with runtime.engine.begin() as conn:
-            await repository.configure_search(conn, tuning)
-            rows = await repository.hybrid_search(conn, parameters)
+    wait_s = runtime.settings.db_pool_timeout_seconds
+    async with runtime.searches.slot(wait_s, lambda: ServiceUnavailable(f"No search slot freed within {wait_s:g}s")):
+        with metrics.timed(metrics.RETRIEVAL_SECONDS, mode=mode):
+            async with runtime.engine.begin() as conn:
+                await repository.configure_search(conn, tuning)
+                rows = await repository.hybrid_search(conn, parameters)
     return SearchResult(
         memories=[_memory(row) for row in rows],
         emb_count=rows[0]["emb_count"] if rows else 0,
