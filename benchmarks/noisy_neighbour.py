@@ -22,7 +22,6 @@ import asyncio
 import collections
 import multiprocessing
 import os
-import socket
 import subprocess
 import sys
 import tempfile
