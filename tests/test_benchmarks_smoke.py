@@ -262,3 +262,21 @@ def test_read_your_writes_benchmark_end_to_end(tmp_path: Path) -> None:
     assert loaded["probes"] == 3 and loaded["found"] + loaded["timeouts"] == 3
     assert all(p["found_ms"] is None or p["found_ms"] > 0 for p in loaded["detail"])
     assert loaded["load"]["clients"] == 2 and loaded["load"]["messages"] > 0 and loaded["load"]["msg_per_s"] > 0
+
+
+def test_noisy_neighbour_benchmark_end_to_end(tmp_path: Path) -> None:
+    """benchmarks/noisy_neighbour.py, briefly, quiet and fan-out: the good tenant is measured in both, the attacker
+    answered, and the comparison with quiet is saved."""
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "benchmarks.noisy_neighbour", "--seconds", "2", "--ramp", "0.5", "--clients", "1",
+            "--scenarios", "quiet,fan_out", "--out", str(tmp_path),
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "noisy_neighbour.json").read_text())["results"]
+    assert [row["scenario"] for row in rows] == ["quiet", "fan_out"]
+    assert all(row["requests"] > 0 and row["server_errors"] == 0 and row["p50_ms"] > 0 for row in rows)
+    assert rows[0]["p95_vs_quiet"] == 1.0 and rows[1]["p95_vs_quiet"] > 0
+    assert sum(rows[1]["attacker_statuses"].values()) > 0
