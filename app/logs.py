@@ -45,7 +45,17 @@ class _Levels(logging.Filter):
             return record.levelno >= self._own
         if record.name == "uvicorn.access":
             return True  # uvicorn logs requests only when asked (MEMSYS_ACCESS_LOG or --verbose)
+        _without_job_arguments(record)
         return record.levelno >= self._libraries
+
+
+def _without_job_arguments(record: logging.LogRecord) -> None:
+    """procrastinate names a job with its arguments, and a formation job's stream id may be a user's id: its
+    lines keep the task and the job's number only."""
+    job = getattr(record, "job", None)
+    if isinstance(job, dict) and job.get("call_string"):
+        record.msg = record.getMessage().replace(job["call_string"], f"{job.get('task_name')}[{job.get('id')}]")
+        record.args = ()
 
 
 async def start_line(runtime: Runtime) -> str:

@@ -62,3 +62,13 @@ def check_identifier(name: str, value: str) -> str:
     except ValidationError as exc:
         message = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise InvalidParameter(f"Invalid field {name}: {message}") from exc
+
+
+def check_path_identifier(name: str, value: str, raw_path: bytes | None, query_route: str) -> str:
+    """``check_identifier`` for an id taken from a URL path. The router decodes ``%2F`` and drops a trailing ``/``
+    before matching, so ``/users/a%2F`` would name user ``a``: a path that carries a ``/`` inside an id (encoded,
+    doubled or trailing) is refused, naming ``query_route``, where any id goes as a query parameter."""
+    raw = (raw_path or b"").lower()
+    if b"%2f" in raw or raw.endswith(b"/") or b"//" in raw:
+        raise InvalidParameter(f"Invalid field {name}: an id with '/' cannot go in the path; use {query_route}")
+    return check_identifier(name, value)

@@ -71,8 +71,9 @@ def test_the_inspector_in_chromium(server_process_factory, database_url: str, tm
         page.wait_for_url(f"{base}/inspect")
         (cookie,) = page.context.cookies()
         assert (cookie["name"], cookie["path"], cookie["httpOnly"], cookie["sameSite"]) == (
-            "memsys_key", "/inspect", True, "Strict"
+            "memsys_session", "/inspect", True, "Strict"
         )  # fmt: skip
+        assert acme not in cookie["value"]  # a session id, never the key
 
         # The overview: the tenant, the backlog, memories per type, the group and its people.
         expect(page.locator("h1")).to_have_text("Tenant acme")
@@ -126,18 +127,21 @@ def test_the_inspector_in_chromium(server_process_factory, database_url: str, tm
         assert answer is not None and answer.status == 404
         expect(page.get_by_role("alert")).to_have_text("No group 'other_group' in tenant acme")
 
-        # Log out: the cookie goes, the page asks for a key again.
+        # Log out (a POST with the page's CSRF token): the cookie goes, the page asks for a key again.
         page.goto(f"{base}/inspect")
-        page.get_by_role("link", name="log out").click()
+        session = page.context.cookies()[0]["value"]
+        page.get_by_role("button", name="log out").click()
         page.wait_for_url(f"{base}/inspect/login")
         assert page.context.cookies() == []
         page.goto(f"{base}/inspect/groups/group_123")
         assert urlparse(page.url).path == "/inspect/login"
         browser.close()
 
-    # The cookie is a key only under /inspect; elsewhere, and for clients, the JSON 401 stays.
-    refused = httpx.get(f"{base}/api/v3/agentic/memories", cookies={"memsys_key": acme})
+    # The cookie names a session only under /inspect, and the key itself is no cookie; elsewhere, and for clients,
+    # the JSON 401 stays. The session ended at logout: its id opens nothing now.
+    refused = httpx.get(f"{base}/api/v3/agentic/memories", cookies={"memsys_session": session, "memsys_key": acme})
     assert refused.status_code == 401 and refused.json()["code"] == "UNAUTHORIZED"
-    assert httpx.get(f"{base}/inspect", cookies={"memsys_key": acme}).status_code == 200
+    assert httpx.get(f"{base}/inspect", cookies={"memsys_key": acme}).status_code == 303
+    assert httpx.get(f"{base}/inspect", cookies={"memsys_session": session}).status_code == 303
     redirected = httpx.get(f"{base}/inspect")
     assert redirected.status_code == 303 and redirected.headers["location"] == "/inspect/login"

@@ -26,6 +26,7 @@ from app.retrieval import service as retrieval
 from app.retrieval.repository import SearchFilters
 from app.runtime import Runtime
 from app.text.timeparse import EARLIEST, parse_iso_datetime
+from app.validation import unstorable
 
 MEMORY_TYPES = {"episodic_memory": "episode", "event_log": "event_log", "foresight": "semantic_memory"}
 """Upstream's memory types → memsys's (``profile`` is answered from the profiles)."""
@@ -177,11 +178,16 @@ def task_id(group_id: str | None, sender: str, message_id: str) -> str:
 async def task_status(runtime: Runtime, task: str) -> str:
     """``success`` once the add's last message is formed, ``processing`` before; NotFound for another id."""
     try:
-        kind, stream_id, message_id = json.loads(base64.urlsafe_b64decode(task + "=" * (-len(task) % 4)))
+        parts = json.loads(base64.urlsafe_b64decode(task + "=" * (-len(task) % 4)))
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
         raise NotFound(f"No task {task!r}") from exc
+    # Only what task_id makes: three strings the database can hold (a NUL or a lone surrogate cannot be sent to it).
+    storable = isinstance(parts, list) and all(isinstance(part, str) and not unstorable(part) for part in parts)
+    if not storable or len(parts) != 3:
+        raise NotFound(f"No task {task!r}")
+    kind, stream_id, message_id = parts
     async with runtime.engine.connect() as conn:
-        status = await messages.message_status(conn, str(kind), str(stream_id), str(message_id))
+        status = await messages.message_status(conn, kind, stream_id, message_id)
     if status is None:
         raise NotFound(f"No task {task!r}")
     return "success" if status == "processed" else "processing"

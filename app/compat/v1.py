@@ -27,6 +27,7 @@ from app.compat.schemas import (
 )
 from app.conversation_meta import service as conversation_meta
 from app.errors import InvalidParameter
+from app.forget import service as forget
 from app.http.dependencies import provide_runtime
 from app.memorize.schemas import MemorizeRequest
 from app.runtime import Runtime
@@ -36,8 +37,9 @@ Data = dict[str, Any]
 
 
 def personal_group(user_id: str, session_id: str | None) -> str:
-    """A personal conversation (a user and an assistant) is a stream of its own: the session, or the user's."""
-    return session_id or f"personal:{user_id}"
+    """A personal conversation (a user and an assistant) is a stream of its own: the session, or the user's
+    (forgotten whole with the user: app.forget.service)."""
+    return session_id or forget.personal_conversation(user_id)
 
 
 class V1Controller(Controller):

@@ -7,12 +7,38 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Table, delete, func, select, update
+from sqlalchemy import Select, Table, delete, func, literal, select, union, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import agent_offloads, conversation_meta, forgotten_users, memcells, memories, messages, profiles
 from app.memorize.repository import memcells_of_sender
+
+ASSISTANT_SENDERS = ("assistant", "system", "tool")
+"""The senders the v1 routes give an assistant's, system's or tool's message sent without a ``sender_id``."""
+
+
+def personal_conversation(user_id: str) -> str:
+    """The group id the EverMemOS v1 routes give a user's personal conversation (app.compat.v1) without a session."""
+    return f"personal:{user_id}"
+
+
+def conversations_alone_with_assistant(user_id: str) -> Select:
+    """The group ids of the user's conversations with an assistant only: their v1 personal conversation, and every
+    group whose messages all come from them or an assistant (a v1 session). The assistant's replies there quote
+    them, so these conversations go whole with the user."""
+    theirs = select(messages.c.group_id).where(messages.c.sender == user_id, messages.c.group_id.is_not(None))
+    alone = (
+        select(messages.c.group_id)
+        .where(messages.c.group_id.in_(theirs))
+        .group_by(messages.c.group_id)
+        .having(func.bool_and(messages.c.sender.in_([user_id, *ASSISTANT_SENDERS])))
+    )
+    return union(alone, select(literal(personal_conversation(user_id)))).subquery().select()
+
+
+async def group_ids_in(conn: AsyncConnection, groups: Select) -> list[str]:
+    return list((await conn.execute(groups)).scalars())
 
 
 async def memcells_from_first_of_sender(conn: AsyncConnection, user_id: str) -> list[UUID]:

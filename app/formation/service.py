@@ -265,14 +265,9 @@ async def _close(
             raise FormationConflict(
                 f"{len(cell.ids) - flipped} of the MemCell's messages were already processed; nothing was written"
             )
-    log.info(
-        "memcell %s: %s, %d messages, %d memories (%s)",
-        memcell_id,
-        context.stream.lock_key(),
-        len(cell.ids),
-        len(saved),
-        extraction.mode,
-    )
+    # The stream's id may be a user's id: only at DEBUG (issue 27).
+    log.info("memcell %s: %d messages, %d memories (%s)", memcell_id, len(cell.ids), len(saved), extraction.mode)
+    log.debug("memcell %s: stream %s", memcell_id, context.stream.lock_key())
     return saved
 
 

@@ -5,7 +5,7 @@ keyless in the OpenAPI document (app.http.docs); the API docs and their assets l
 The tenant of a valid key is remembered for ``MEMSYS_KEY_CACHE_SECONDS`` (a revoked key keeps working for
 at most that long); 0 looks every request's key up in the database. Refusals and anonymous access are never
 remembered: a key created for an anonymous server closes it at once, and random keys cannot fill the cache.
-Under /inspect the key may also come in the inspector's login cookie (app.inspect.endpoints).
+Under /inspect the key may also come from the inspector's session, named by its login cookie (app.inspect.browser).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from app.tenancy import service as keys
 
 DOCS_PATHS = ("/docs",)  # the OpenAPI document, Swagger UI and its files (app.http.docs)
 INSPECTOR_PATH = "/inspect"  # the web inspector (app.inspect), where the key may come in a cookie
-INSPECTOR_KEY_COOKIE = "memsys_key"
+INSPECTOR_SESSION_COOKIE = "memsys_session"  # a session id (app.inspect.browser), never the key
 _CACHE_LIMIT = 10_000
 
 
@@ -46,14 +46,15 @@ class KeyCache:
 
 
 def bearer_token(connection: ASGIConnection) -> str | None:
-    """The key of ``Authorization: Bearer``; under /inspect, without that header, the login form's cookie
-    (a browser navigating cannot send a header)."""
+    """The key of ``Authorization: Bearer``; under /inspect, without that header, the key of the inspector
+    session the login form's cookie names (a browser navigating cannot send a header)."""
     scheme, _, token = connection.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer":
         return token.strip() or None
     path = connection.url.path
     if path == INSPECTOR_PATH or path.startswith(INSPECTOR_PATH + "/"):
-        return connection.cookies.get(INSPECTOR_KEY_COOKIE) or None
+        session = connection.app.state.inspector_sessions.get(connection.cookies.get(INSPECTOR_SESSION_COOKIE))
+        return session.key if session else None
     return None
 
 

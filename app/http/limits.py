@@ -85,7 +85,10 @@ class RequestLimit(ASGIMiddleware):
                 "MEMSYS_ALLOWED_HOSTS adds others)"
             )
         origin = headers.get("origin")
-        if origin is not None and not self._same_or_allowed(origin, host, scope):
+        # A page with Referrer-Policy: no-referrer (the inspector's) sends Origin: null on its own form POSTs; the
+        # browser's Sec-Fetch-Site, which no page can set, says it was same-origin (app.inspect.browser).
+        same_page_form = origin == "null" and headers.get("sec-fetch-site") == "same-origin"
+        if origin is not None and not same_page_form and not self._same_or_allowed(origin, host, scope):
             REQUESTS_REJECTED.labels(reason="origin").inc()
             raise Forbidden(f"Origin {origin[:100]!r} may not call memsys (MEMSYS_ALLOWED_ORIGINS)")
 

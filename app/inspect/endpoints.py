@@ -1,7 +1,9 @@
 """The inspector's pages (GET /inspect…): server-rendered HTML, no JavaScript, behind the API keys.
 
-A browser cannot send ``Authorization``, so the login form puts the key in an HttpOnly, SameSite=Strict
-cookie sent only to /inspect pages (app.http.auth accepts it there). A page asked for without a valid key
+A browser cannot send ``Authorization``, so the login form opens a server-side session for the key and puts its
+id in an HttpOnly, SameSite=Strict cookie sent only to /inspect pages (app.http.auth finds the key there; the
+cookie never holds the key: app.inspect.browser). Login and logout are same-origin POSTs, logout with the page's
+CSRF token; every response carries the CSP, frame and nosniff headers. A page asked for without a valid key
 redirects to the form; every other route keeps its JSON 401. Not in the OpenAPI document: pages for people.
 """
 
@@ -18,13 +20,15 @@ from litestar.response import Redirect, Response, Template
 from pydantic import ValidationError
 
 from app.errors import MemsysError, Unauthorized
-from app.http.auth import INSPECTOR_KEY_COOKIE, INSPECTOR_PATH, bearer_token
+from app.http.auth import INSPECTOR_PATH, INSPECTOR_SESSION_COOKIE, bearer_token
 from app.http.dependencies import provide_runtime
 from app.http.errors import describe_validation_error
 from app.inspect import service
-from app.inspect.schemas import LoginForm
+from app.inspect.browser import InspectorSessions, csrf_token_matches, same_origin, security_headers
+from app.inspect.schemas import LoginForm, LogoutForm
 from app.retrieval.schemas import DataSource, RetrievalMode
 from app.runtime import Runtime
+from app.validation import check_path_identifier
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,7 @@ def page(request: Request, template: str, *, status_code: int = 200, **context: 
     """A page in the layout: the tenant, whether a key opened it, and the search box (prefilled)."""
     search = {"q": "", "group_id": "", "user_id": "", "data_source": "episode", "mode": "rrf"}
     search.update(context.pop("search", {}))
+    session = _sessions(request).get(request.cookies.get(INSPECTOR_SESSION_COOKIE))
     return Template(
         template_name=template,
         status_code=status_code,
@@ -42,7 +47,8 @@ def page(request: Request, template: str, *, status_code: int = 200, **context: 
             "tenant": request.state.get("tenant"),
             # The guard let a request without any key through: anonymous access (no key exists).
             "anonymous": bearer_token(request) is None,
-            "signed_in": INSPECTOR_KEY_COOKIE in request.cookies,
+            "signed_in": session is not None,
+            "csrf_token": session.csrf_token if session else "",
             "search": search,
             "data_sources": get_args(DataSource),
             "modes": get_args(RetrievalMode),
@@ -51,14 +57,23 @@ def page(request: Request, template: str, *, status_code: int = 200, **context: 
     )
 
 
-def _forget_key(response: Response) -> Response:
-    response.delete_cookie(INSPECTOR_KEY_COOKIE, path=INSPECTOR_PATH)
+def _sessions(request: Request) -> InspectorSessions:
+    return request.app.state.inspector_sessions
+
+
+def _end_session(request: Request, response: Response) -> Response:
+    _sessions(request).close(request.cookies.get(INSPECTOR_SESSION_COOKIE))
+    response.delete_cookie(INSPECTOR_SESSION_COOKIE, path=INSPECTOR_PATH)
     return response
 
 
 def _to_login(request: Request, exc: Unauthorized) -> Response:
-    """No valid key for a page: to the login form, dropping a cookie whose key no longer works."""
-    return _forget_key(Redirect(LOGIN_PATH, status_code=303))
+    """No valid key for a page: to the login form, ending a session whose key no longer works."""
+    return _end_session(request, Redirect(LOGIN_PATH, status_code=303))
+
+
+def _cross_origin(request: Request) -> Template:
+    return page(request, "error.html", status_code=403, message="This form must be sent from the inspector's own page")
 
 
 def _error_page(request: Request, exc: MemsysError | ValidationError) -> Response:
@@ -76,6 +91,7 @@ class InspectorController(Controller):
     include_in_schema = False
     dependencies = {"runtime": Provide(provide_runtime)}
     exception_handlers = {Unauthorized: _to_login, MemsysError: _error_page, ValidationError: _error_page}
+    middleware = [security_headers]
 
     @get("", operation_id="inspectOverview")
     async def overview(self, request: Request, runtime: NamedDependency[Runtime]) -> Template:
@@ -83,6 +99,15 @@ class InspectorController(Controller):
 
     @get("/groups/{group_id:str}", operation_id="inspectGroup")
     async def group(self, request: Request, runtime: NamedDependency[Runtime], group_id: FromPath[str]) -> Template:
+        raw_path = request.scope.get("raw_path")
+        group_id = check_path_identifier("group_id", group_id, raw_path, f"{INSPECTOR_PATH}/group?group_id=…")
+        return page(request, "group.html", search={"group_id": group_id}, **await service.group(runtime, group_id))
+
+    @get("/group", operation_id="inspectGroupByQuery")
+    async def group_by_query(
+        self, request: Request, runtime: NamedDependency[Runtime], group_id: FromQuery[str]
+    ) -> Template:
+        """Any group, ``/`` in its id included (the pages link here for an id a path cannot carry)."""
         return page(request, "group.html", search={"group_id": group_id}, **await service.group(runtime, group_id))
 
     @get("/search", operation_id="inspectSearch")
@@ -108,7 +133,10 @@ class InspectorController(Controller):
 
     @post("/login", operation_id="inspectLogin", opt={"public": True}, status_code=303)
     async def login(self, request: Request, data: URLEncodedBody[LoginForm]) -> Response:
-        """A valid key goes into the cookie; the overview follows. A wrong one: the form again, with a 401."""
+        """A valid key opens a session, whose id goes into the cookie; the overview follows. A wrong one: the form
+        again, with a 401. From another origin: a 403."""
+        if not same_origin(request.headers):
+            return _cross_origin(request)
         try:
             tenant = await service.key_tenant(request.app.state.runtime, data.key)
         except Unauthorized as exc:
@@ -117,8 +145,8 @@ class InspectorController(Controller):
         if tenant is not None:
             redirect.set_cookie(
                 Cookie(
-                    key=INSPECTOR_KEY_COOKIE,
-                    value=data.key.strip(),
+                    key=INSPECTOR_SESSION_COOKIE,
+                    value=_sessions(request).open(data.key.strip()),
                     path=INSPECTOR_PATH,
                     httponly=True,
                     samesite="strict",
@@ -127,6 +155,11 @@ class InspectorController(Controller):
             )
         return redirect
 
-    @get("/logout", operation_id="inspectLogout", opt={"public": True})
-    async def logout(self) -> Redirect:
-        return _forget_key(Redirect(LOGIN_PATH, status_code=303))
+    @post("/logout", operation_id="inspectLogout", opt={"public": True}, status_code=303)
+    async def logout(self, request: Request, data: URLEncodedBody[LogoutForm]) -> Response:
+        """Ends the session: a same-origin POST with the session's CSRF token (a 403 otherwise)."""
+        session = _sessions(request).get(request.cookies.get(INSPECTOR_SESSION_COOKIE))
+        forged = session is not None and not csrf_token_matches(session, data.csrf_token)
+        if forged or not same_origin(request.headers):
+            return _cross_origin(request)
+        return _end_session(request, Redirect(LOGIN_PATH, status_code=303))

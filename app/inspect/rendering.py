@@ -6,6 +6,7 @@ import json
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from jinja2 import StrictUndefined
 from litestar.plugins.jinja import JinjaTemplateEngine
@@ -21,7 +22,14 @@ def template_config() -> TemplateConfig:
 
 def _configure(engine: JinjaTemplateEngine) -> None:
     engine.engine.undefined = StrictUndefined  # a misspelt name fails the page instead of rendering blank
-    engine.engine.filters.update(num=number, when=moment, pretty=pretty_json)
+    engine.engine.filters.update(num=number, when=moment, pretty=pretty_json, group_url=group_url)
+
+
+def group_url(group_id: str) -> str:
+    """A group's page: its id in the path, or as a query parameter when a path cannot carry it (``/``, ``.``)."""
+    if "/" in group_id or group_id in (".", ".."):
+        return f"/inspect/group?{urlencode({'group_id': group_id})}"
+    return f"/inspect/groups/{quote(group_id, safe='')}"
 
 
 def number(value: float | None, digits: int = 4) -> str:

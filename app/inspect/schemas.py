@@ -1,4 +1,4 @@
-"""The inspector's one form body."""
+"""The inspector's form bodies."""
 
 from __future__ import annotations
 
@@ -7,3 +7,7 @@ from pydantic import BaseModel
 
 class LoginForm(BaseModel):
     key: str = ""
+
+
+class LogoutForm(BaseModel):
+    csrf_token: str = ""

@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import conversation_meta, forgotten_users, memcells, memories, messages, profiles
+from app.forget.repository import conversations_alone_with_assistant
 from app.memories.repository import RETURNED, to_api
 from app.memorize.repository import memcells_of_sender
 
@@ -31,8 +32,9 @@ MESSAGE_COLUMNS = [
 
 
 async def messages_of(conn: AsyncConnection, user_id: str) -> list[dict[str, Any]]:
+    """The messages they sent, and an assistant's in their conversations with it alone (which forget deletes)."""
     statement = (
-        select(*MESSAGE_COLUMNS).where(messages.c.sender == user_id).order_by(messages.c.create_time, messages.c.id)
+        select(*MESSAGE_COLUMNS).where(_of_user("message", user_id)).order_by(messages.c.create_time, messages.c.id)
     )
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
 
@@ -80,9 +82,11 @@ def dump_statement(kind: str, table: Table, columns: list, user_id: str | None) 
 
 def _of_user(kind: str, user_id: str):
     """The rows of ``kind`` that a user's export holds."""
+    alone = conversations_alone_with_assistant(user_id)
     about = or_(
         memories.c.user_id == user_id,
         and_(memories.c.user_id.is_(None), memories.c.memcell_id.in_(memcells_of_sender(user_id))),
+        memories.c.group_id.in_(alone),
     )
     if kind == "conversation_meta":
         return conversation_meta.c.user_details.has_key(user_id)
@@ -90,12 +94,12 @@ def _of_user(kind: str, user_id: str):
         of_memories = select(memories.c.memcell_id).where(about)
         return or_(memcells.c.id.in_(memcells_of_sender(user_id)), memcells.c.id.in_(of_memories))
     if kind == "message":
-        return messages.c.sender == user_id
+        return or_(messages.c.sender == user_id, messages.c.group_id.in_(alone))
     if kind == "memory":
         return about
     if kind == "forgotten_user":
         return forgotten_users.c.user_id == user_id
-    return profiles.c.user_id == user_id
+    return or_(profiles.c.user_id == user_id, profiles.c.group_id.in_(alone))
 
 
 async def stream_rows(conn: AsyncConnection, statement: Select) -> AsyncIterator[dict[str, Any]]:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from tqdm import tqdm
 
@@ -26,6 +27,7 @@ from app.runtime import Runtime
 from app.tenancy import repository as tenancy
 from app.tenancy import scope
 from app.transfer import dump, repository, screening
+from app.transfer.rows import Limits
 
 EXPORT_FORMAT = "memsys.user-export"
 EXPORT_VERSION = 1
@@ -89,6 +91,7 @@ async def import_dump(
     checked: tuple[dict[str, Any], int],
     *,
     include_forgotten: Collection[str] | Literal["all"] = (),
+    tenants: frozenset[str] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Write a dump that ``check_dump`` accepted (``checked`` is its answer: call it first, so that a bad dump
@@ -97,7 +100,8 @@ async def import_dump(
     forgotten since, MemCells formed again since and rows already present are left out (app.transfer.screening),
     so an import never writes a memory twice nor brings a forgotten user back, unless ``include_forgotten``
     names them (or is ``"all"``): then they are no longer forgotten. Memories of another embedding model are
-    embedded again with this one."""
+    embedded again with this one. ``tenants``: as ``check_dump``'s. A row the database refuses is a
+    ``DumpError`` naming its lines and the constraint, never the row (and nothing is written)."""
     first, total = checked
     tally = screening.Tally(added=Counter(dict.fromkeys(dump.TABLES, 0)))
     bring_back = None if include_forgotten == "all" else frozenset(include_forgotten)
@@ -105,10 +109,11 @@ async def import_dump(
     try:
         async with owner.begin() as conn:
             with (
-                path.open(encoding="utf-8") as lines,
+                path.open("rb") as file,
                 tqdm(total=total - 1, desc="import", unit=" rows", disable=not progress, file=sys.stderr) as bar,
             ):
-                screens, reembedded = await _write_all(runtime, conn, dump.read(lines), bar, tally, bring_back)
+                records = dump.read(dump.lines_of(file), Limits.of(runtime.settings), tenants)
+                screens, reembedded = await _write_all(runtime, conn, records, bar, tally, bring_back)
             for screen in screens.values():
                 for stream, cells in screen.cells_to_form().items():
                     await tasks.defer_form_again(conn, screen.tenant, stream, cells)
@@ -169,10 +174,11 @@ def _in_dump_order(counts: Counter) -> dict[str, int]:
     return {kind: counts[kind] for kind in [*dump.TABLES, screening.PARTICIPANT_ENTRY] if counts[kind]}
 
 
-def check_dump(path: Path) -> tuple[dict[str, Any], int]:
-    """Read the whole dump once: its header and its number of records, or a ``DumpError`` naming a line."""
-    with path.open(encoding="utf-8") as lines:
-        records = dump.read(lines)
+def check_dump(path: Path, limits: Limits, tenants: frozenset[str] | None = None) -> tuple[dict[str, Any], int]:
+    """Read the whole dump once: its header and its number of records, or a ``DumpError`` naming a line.
+    ``tenants``: the only tenants whose sections it may hold (``None``: those the header names, or any)."""
+    with path.open("rb") as file:
+        records = dump.read(dump.lines_of(file), limits, tenants)
         first = next(records)
         return first, 1 + sum(1 for _ in records)
 
@@ -196,15 +202,29 @@ async def _write_all(
         tenant = batch[0].tenant_id
         await tenancy.ensure_tenant(conn, tenant)
         await scope.enter(conn, tenant)
-        if tenant not in screens:
-            screens[tenant] = await _screen(conn, tenant, tally, bring_back)
-        return await _write(runtime, conn, screens[tenant], batch)
+        try:
+            if tenant not in screens:
+                screens[tenant] = await _screen(conn, tenant, tally, bring_back)
+            return await _write(runtime, conn, screens[tenant], batch)
+        except DBAPIError as exc:
+            # The driver's message and SQLAlchemy's quote the row: name the lines and the constraint instead.
+            first, last = batch[0].line, batch[-1].line
+            where = f"line {first}" if first == last else f"lines {first}-{last}"
+            raise dump.DumpError(
+                f"{where}: the database refused a {batch[0].type} row of tenant {tenant} ({refusal(exc)})"
+            ) from None
 
     batch: list[dump.Record] = []
     for record in records:
         if isinstance(record, dict):
             continue
-        if batch and (record.type != batch[0].type or record.tenant_id != batch[0].tenant_id):
+        # One statement inserts a batch with its first row's columns: a row with other columns (a nullable one
+        # left out of some lines) starts a batch of its own, or its extra values would be dropped.
+        if batch and (
+            record.type != batch[0].type
+            or record.tenant_id != batch[0].tenant_id
+            or record.values.keys() != batch[0].values.keys()
+        ):
             reembedded += await write(batch)
             batch = []
         batch.append(record)
@@ -214,6 +234,18 @@ async def _write_all(
         bar.update()
     reembedded += await write(batch)
     return screens, reembedded
+
+
+def refusal(exc: DBAPIError) -> str:
+    """What the database refused, without the values: the error's class, SQLSTATE and constraint."""
+    error = exc.orig
+    diag = getattr(error, "diag", None)
+    parts = [type(error).__name__, f"SQLSTATE {getattr(error, 'sqlstate', None) or 'unknown'}"]
+    if diag is not None and diag.constraint_name:
+        parts.append(f"constraint {diag.constraint_name}")
+    if diag is not None and diag.column_name:
+        parts.append(f"column {diag.column_name}")
+    return ", ".join(parts)
 
 
 async def _screen(
