@@ -207,3 +207,10 @@ def test_mcp_refusals_are_the_error_envelope(server, keys):
     headers = {**accept, **bearer(keys["good"]), "Content-Type": "application/json"}
     answer = httpx.post(server.base_url + "/mcp", content=too_big, headers=headers, timeout=30)
     assert answer.status_code == 413 and answer.json()["code"] == "PAYLOAD_TOO_LARGE", answer.text
+
+
+def test_a_refusal_in_front_of_the_inspector_carries_its_security_headers(server):
+    answer = httpx.get(server.base_url + "/inspect", headers={"Host": "evil.example"}, timeout=30)
+    assert answer.status_code == 403
+    assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+    assert answer.headers["x-frame-options"] == "DENY" and answer.headers["x-content-type-options"] == "nosniff"

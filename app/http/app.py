@@ -26,7 +26,7 @@ from app.http.health import health, live
 from app.http.json_body import MemsysRequest
 from app.http.limits import RequestLimit
 from app.http.metrics import Gauges, metrics
-from app.inspect.browser import InspectorSessions
+from app.inspect.browser import InspectorSessions, security_headers
 from app.inspect.endpoints import InspectorController
 from app.inspect.rendering import template_config
 from app.logs import start_line
@@ -102,6 +102,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         lifespan=[lifespan],
         guards=[authenticate],
         middleware=[HTTP.middleware, RequestLimit(settings)],
+        before_send=[security_headers],
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=MemsysRequest,
         request_max_body_size=settings.max_body_bytes,

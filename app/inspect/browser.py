@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from litestar.datastructures import MutableScopeHeaders
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import Message, Scope
+
+from app.http.auth import INSPECTOR_PATH
 
 SESSION_SECONDS = 12 * 3600
 MAX_SESSIONS = 10_000
@@ -105,17 +107,15 @@ def _authority(netloc: str) -> str:
     return netloc
 
 
-def security_headers(app: ASGIApp) -> ASGIApp:
-    """Middleware: every inspector response (pages, redirects, errors) carries ``SECURITY_HEADERS``."""
+async def security_headers(message: Message, scope: Scope) -> None:
+    """The app's ``before_send`` hook: every inspector response (pages, redirects, errors, and the refusals of
+    the admission layer in front of it) carries ``SECURITY_HEADERS``."""
+    if message["type"] == "http.response.start" and _is_inspector(scope):
+        headers = MutableScopeHeaders.from_message(message)
+        for name, value in SECURITY_HEADERS.items():
+            headers[name] = value
 
-    async def with_headers(scope: Scope, receive: Receive, send: Send) -> None:
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableScopeHeaders.from_message(message)
-                for name, value in SECURITY_HEADERS.items():
-                    headers[name] = value
-            await send(message)
 
-        await app(scope, receive, send_with_headers)
-
-    return with_headers
+def _is_inspector(scope: Scope) -> bool:
+    path = (scope.get("raw_path") or scope.get("path", "").encode()).decode("latin-1")
+    return path == INSPECTOR_PATH or path.startswith(INSPECTOR_PATH + "/")

@@ -24,7 +24,7 @@ from app.http.auth import INSPECTOR_PATH, INSPECTOR_SESSION_COOKIE, bearer_token
 from app.http.dependencies import provide_runtime
 from app.http.errors import describe_validation_error
 from app.inspect import service
-from app.inspect.browser import InspectorSessions, csrf_token_matches, same_origin, security_headers
+from app.inspect.browser import InspectorSessions, csrf_token_matches, same_origin
 from app.inspect.schemas import LoginForm, LogoutForm
 from app.retrieval.schemas import DataSource, RetrievalMode
 from app.runtime import Runtime
@@ -91,7 +91,6 @@ class InspectorController(Controller):
     include_in_schema = False
     dependencies = {"runtime": Provide(provide_runtime)}
     exception_handlers = {Unauthorized: _to_login, MemsysError: _error_page, ValidationError: _error_page}
-    middleware = [security_headers]
 
     @get("", operation_id="inspectOverview")
     async def overview(self, request: Request, runtime: NamedDependency[Runtime]) -> Template:
