@@ -20,7 +20,13 @@ async def store(
     )
 
 
-async def read(conn: AsyncConnection, ref: str) -> dict[str, Any] | None:
-    """The offloaded content under ``ref`` in the session's tenant (row-level security), or None."""
-    row = (await conn.execute(select(agent_offloads).where(agent_offloads.c.ref == ref))).mappings().first()
+async def read(conn: AsyncConnection, ref: str, *, chat_id: str, user_id: str | None) -> dict[str, Any] | None:
+    """The content ``chat_id`` offloaded for ``user_id`` under ``ref``, in the session's tenant (row-level
+    security), or None."""
+    statement = select(agent_offloads).where(
+        agent_offloads.c.ref == ref,
+        agent_offloads.c.chat_id == chat_id,
+        agent_offloads.c.user_id.is_not_distinct_from(user_id),
+    )
+    row = (await conn.execute(statement)).mappings().first()
     return dict(row) if row else None

@@ -8,10 +8,8 @@ No LLM key at all (request or server) is a 400 before anything runs; a key the e
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from typing import Any
 
 from app.agent import context_manager, tools
 from app.agent.schemas import AgentMetadata, AgentRequest, AgentResult, ToolCallRecord
@@ -27,6 +25,8 @@ search_memories (facts, episodes, plans), read_profile, and read_offloaded (cont
 conversation, by its reference). Search before you answer; search again with other words or another
 memory_type if the first results do not answer the question. When you know enough, answer directly and
 concisely, in the user's language, without calling a tool. If the memories do not contain the answer, say so."""
+TOOL_CALLS_PER_STEP = 8
+"""Tool calls run per LLM answer; more are dropped from the answer (each is a search: an answer is untrusted)."""
 
 
 async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult]:
@@ -63,6 +63,7 @@ async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult
             break
         managed.prompt_tokens += reply.prompt_tokens
         managed.completion_tokens += reply.completion_tokens
+        reply.tool_calls = reply.tool_calls[:TOOL_CALLS_PER_STEP]
         messages.append(reply.as_message())
         if not reply.tool_calls:
             answer, stop = reply.content, "answered"
@@ -70,7 +71,7 @@ async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult
         for call in reply.tool_calls:
             t = time.perf_counter()
             name, arguments = call["function"]["name"], call["function"]["arguments"]
-            result = await tools.run(runtime, request, name, arguments, request.max_tool_message_tokens)
+            result = await tools.run(runtime, request, chat_id, name, arguments, request.max_tool_message_tokens)
             elapsed = time.perf_counter() - t
             timings["tools"] += elapsed
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result.content})
@@ -78,7 +79,7 @@ async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult
                 ToolCallRecord(
                     step=step,
                     name=name,
-                    arguments=_arguments(arguments),
+                    arguments=result.arguments,
                     ok=result.ok,
                     tokens=count_tokens(result.content),
                     ms=round(elapsed * 1000, 2),
@@ -108,11 +109,3 @@ async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult
     )
     message = {"answered": "Answered", "max_steps": "Stopped after max_steps", "llm_error": "The LLM failed"}[stop]
     return message, AgentResult(answer=answer, messages=messages, success=stop == "answered", metadata=metadata)
-
-
-def _arguments(text: str) -> dict[str, Any] | str:
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return text
-    return value if isinstance(value, dict) else text

@@ -1,7 +1,9 @@
 """The agent's tools, offered to the LLM by OpenAI function calling, and their execution.
 
 A call of an unknown tool, or with arguments that do not fit, gets a tool reply saying so and listing the
-tools; the loop goes on. Every tool works inside the request's tenant and its user / group scope.
+tools; the loop goes on. Every tool works inside the request's tenant and its user / group scope: the model's
+arguments are untrusted (a memory it reads may carry a prompt injection), so one naming another user is
+refused in the tool's reply, never run; offloaded content is read back only by the chat and user that stored it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.agent import repository
 from app.agent.schemas import AgentRequest
+from app.providers.llm_json import loads_within_depth
 from app.retrieval import service as retrieval
 from app.runtime import Runtime
+from app.text.cpu import run_off_loop
 from app.text.tokens import count_tokens, truncate_tokens
 
 
@@ -48,8 +52,9 @@ DESCRIPTIONS = {
     "event_log (atomic facts, the default), episode (narratives of whole conversations) or semantic_memory "
     "(plans, preferences, lasting states). time_range_days limits how far back (default: the request's).",
     "read_profile": "Read the user's profile (name, role, interests, facts gathered over conversations). "
-    "user_id defaults to the request's user.",
-    "read_offloaded": "Read content that was taken out of the conversation to save space, by the reference "
+    "user_id defaults to the request's user; another user's profile is readable only when the request "
+    "searches a whole group (or the whole store).",
+    "read_offloaded": "Read content that was taken out of this conversation to save space, by the reference "
     "shown in its place (a long tool result, or earlier messages summarised). Long content comes in windows: "
     "pass the offset given at the end of a window to read on.",
 }
@@ -66,16 +71,36 @@ TOOLS: list[dict[str, Any]] = [
 class ToolResult:
     content: str
     ok: bool
+    arguments: dict[str, Any] | str = ""
+    """The call's arguments as parsed (a JSON object), or as the model wrote them when they are none."""
 
 
-async def run(runtime: Runtime, request: AgentRequest, name: str, arguments: str, window_tokens: int) -> ToolResult:
+async def run(
+    runtime: Runtime, request: AgentRequest, chat_id: str, name: str, arguments: str, window_tokens: int
+) -> ToolResult:
+    """Call tool ``name`` with the model's ``arguments`` (a JSON object) for ``request`` in chat ``chat_id``.
+    The arguments are parsed off the event loop: they are the untrusted answer's, up to its size cap."""
+    try:
+        given: Any = await run_off_loop(loads_within_depth, arguments or "{}")
+    except ValueError:  # not JSON, or nested past the depth limit
+        given = None
+    result = await _call(runtime, request, chat_id, name, given, window_tokens)
+    result.arguments = given if isinstance(given, dict) else arguments
+    return result
+
+
+async def _call(
+    runtime: Runtime, request: AgentRequest, chat_id: str, name: str, given: Any, window_tokens: int
+) -> ToolResult:
     model = ARGUMENTS.get(name)
     if model is None:
         return ToolResult(f"Error: there is no tool {name!r}. The tools are: {', '.join(ARGUMENTS)}.", False)
     try:
-        parsed = model.model_validate(json.loads(arguments or "{}"))
-    except (ValueError, ValidationError) as exc:
-        problem = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else "not a JSON object"
+        if not isinstance(given, dict):
+            raise ValueError("not a JSON object")
+        parsed = model.model_validate(given)
+    except ValueError as exc:  # pydantic's ValidationError is one too
+        problem = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         where = ".".join(str(p) for p in exc.errors()[0]["loc"]) if isinstance(exc, ValidationError) else ""
         return ToolResult(
             f"Error: bad arguments for {name} ({where + ': ' if where else ''}{problem}). Its parameters: "
@@ -85,8 +110,8 @@ async def run(runtime: Runtime, request: AgentRequest, name: str, arguments: str
     if isinstance(parsed, SearchMemories):
         return ToolResult(await _search(runtime, request, parsed), True)
     if isinstance(parsed, ReadProfile):
-        return ToolResult(await _profile(runtime, request, parsed), True)
-    return await _read_offloaded(runtime, parsed, window_tokens)
+        return await _profile(runtime, request, parsed)
+    return await _read_offloaded(runtime, request, chat_id, parsed, window_tokens)
 
 
 async def _search(runtime: Runtime, request: AgentRequest, arguments: SearchMemories) -> str:
@@ -117,21 +142,36 @@ async def _search(runtime: Runtime, request: AgentRequest, arguments: SearchMemo
     return "\n".join(lines) + note
 
 
-async def _profile(runtime: Runtime, request: AgentRequest, arguments: ReadProfile) -> str:
+async def _profile(runtime: Runtime, request: AgentRequest, arguments: ReadProfile) -> ToolResult:
+    """The profile of the request's user, or of another user when the request's searches span every user
+    (a group scope: that user's profile in the group; no user or group: the whole store)."""
+    scope = retrieval.filters_for(request, memory_type="profile")  # the user / group its searches are limited to
     user_id = arguments.user_id or request.user_id
     if not user_id:
-        return "Error: no user_id: pass one (the request names no user)."
-    profiles = await retrieval.profile(runtime, user_id, request.group_id)
+        return ToolResult("Error: no user_id: pass one (the request names no user).", False)
+    if scope.user_id is not None and user_id != scope.user_id:
+        return ToolResult(
+            f"Error: user {user_id!r} is outside this request's scope (user {scope.user_id!r}): "
+            "read_profile reads only that user's profile.",
+            False,
+        )
+    profiles = await retrieval.profile(runtime, user_id, scope.group_id)
     if not profiles:
-        return f"No profile of {user_id}."
-    return "\n".join(f"{p['title']}: {json.dumps(p['profile'], ensure_ascii=False)}" for p in profiles)
+        return ToolResult(f"No profile of {user_id}.", True)
+    return ToolResult(
+        "\n".join(f"{p['title']}: {json.dumps(p['profile'], ensure_ascii=False)}" for p in profiles), True
+    )
 
 
-async def _read_offloaded(runtime: Runtime, arguments: ReadOffloaded, window_tokens: int) -> ToolResult:
+async def _read_offloaded(
+    runtime: Runtime, request: AgentRequest, chat_id: str, arguments: ReadOffloaded, window_tokens: int
+) -> ToolResult:
     async with runtime.engine.connect() as conn:
-        row = await repository.read(conn, arguments.ref)
+        row = await repository.read(conn, arguments.ref, chat_id=chat_id, user_id=request.user_id)
     if row is None:
-        return ToolResult(f"Error: nothing is stored under {arguments.ref!r}.", False)
+        return ToolResult(
+            f"Error: nothing is stored under {arguments.ref!r} by this chat ({chat_id!r}) for its user.", False
+        )
     rest = row["content"][arguments.offset :]
     window = truncate_tokens(rest, window_tokens)
     end = arguments.offset + len(window)

@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 
 JUDGE_CONTEXT = 10
 """How many of the reranked round-1 memories the LLM sees when judging sufficiency."""
+REFINED_QUERIES = 3
+"""Refined queries searched at most (each one more search and embedding), whatever the LLM wrote."""
+REFINED_QUERY_CHARS = 500
+"""A refined query is cut to this many characters (the LLM's answer is untrusted and reaches the search)."""
+JUDGEMENT_TEXT_CHARS = 2000
+"""``reasoning`` and ``missing_information`` are cut to this many characters in the response."""
 
 
 class _Timer:
@@ -169,8 +175,9 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
 
 async def client_llm_config(given: LLMConfigIn | None, settings: Settings) -> LLMConfig:
     """A request's ``llm_config`` as the LLM client's config. 400 when the server accepts none, when a
-    ``base_url`` comes without its own ``api_key`` (the server's key goes only to the server's endpoint), or
-    when the URL is unfit (``pin_client_url``)."""
+    ``base_url`` comes without its own ``api_key`` (the server's key goes only to the server's endpoint), when
+    a ``model`` other than the server's comes without one (unless MEMSYS_LLM_ALLOW_CLIENT_MODEL), or when
+    the URL is unfit (``pin_client_url``)."""
     if given is None:
         return LLMConfig()
     if not settings.llm_allow_client_config:
@@ -180,6 +187,12 @@ async def client_llm_config(given: LLMConfigIn | None, settings: Settings) -> LL
     if given.api_key is not None and not (given.api_key.isascii() and given.api_key.isprintable()):
         raise InvalidParameter("Invalid field llm_config.api_key: must be printable ASCII (it goes in a header)")
     if given.base_url is None:
+        own_model = given.model in (None, settings.llm_model)
+        if not (given.api_key or own_model or settings.llm_allow_client_model):
+            raise InvalidParameter(
+                "Invalid field llm_config.model: the server's key pays only for its own model "
+                "(pass llm_config.api_key with it, or the operator sets MEMSYS_LLM_ALLOW_CLIENT_MODEL=true)"
+            )
         return LLMConfig(api_key=given.api_key, model=given.model)
     if not given.api_key:
         raise InvalidParameter(
@@ -245,17 +258,21 @@ def _parse_judgement(answer: Any, query: str) -> dict[str, Any]:
     sufficient = answer["is_sufficient"]
     if isinstance(sufficient, str):
         sufficient = sufficient.strip().lower() in ("true", "yes", "1")
+    items = answer.get("refined_queries") or []
     refined: list[str] = []
     seen = {_normal(query)}
-    for item in answer.get("refined_queries") or []:
-        if isinstance(item, str) and item.strip() and _normal(item) not in seen:
-            seen.add(_normal(item))
-            refined.append(item.strip())
+    for item in items if isinstance(items, list) else []:
+        if len(refined) == REFINED_QUERIES:
+            break
+        text = item.strip()[:REFINED_QUERY_CHARS].strip() if isinstance(item, str) else ""
+        if text and _normal(text) not in seen:
+            seen.add(_normal(text))
+            refined.append(text)
     return {
         "is_sufficient": bool(sufficient),
-        "reasoning": str(answer.get("reasoning") or ""),
-        "missing_information": str(answer.get("missing_information") or ""),
-        "refined_queries": [] if sufficient else refined[:3],
+        "reasoning": str(answer.get("reasoning") or "")[:JUDGEMENT_TEXT_CHARS],
+        "missing_information": str(answer.get("missing_information") or "")[:JUDGEMENT_TEXT_CHARS],
+        "refined_queries": [] if sufficient else refined,
     }
 
 

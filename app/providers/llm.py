@@ -1,7 +1,9 @@
 """A client for any OpenAI-compatible chat endpoint (OpenRouter, OpenAI, vLLM, Ollama...), JSON out.
 
 ``LLMClient.complete_json`` sends chat messages and returns the reply parsed as JSON, however the model
-wrapped it (code fences, prose around it, ``<think>`` blocks, trailing commas). Transient failures
+wrapped it (code fences, prose around it, ``<think>`` blocks, trailing commas). Every answer is untrusted: it
+is read only up to ``MEMSYS_LLM_MAX_ANSWER_BYTES`` (``llm_http``) and parsed off the event loop in linear
+time, no deeper than ``llm_json.MAX_DEPTH``; anything else is an ``LLMBadOutput``. Transient failures
 (timeouts, connection errors, 429, 5xx, unparsable output) are retried with exponential backoff; the
 caller gets a typed ``LLMError`` when every attempt failed.
 
@@ -14,15 +16,12 @@ client's URL is reached only at the address checked for it (``app.providers.llm_
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
-import json_repair
 import openai
 from openai import AsyncOpenAI
 from pydantic import BaseModel, ValidationError
@@ -30,8 +29,11 @@ from pydantic import BaseModel, ValidationError
 from app.concurrency import slot
 from app.errors import InvalidParameter, ServiceUnavailable
 from app.observability import metrics
-from app.providers.llm_urls import PinnedHost, pinned_http_client
+from app.providers import llm_json
+from app.providers.llm_http import UnreadableAnswer, answer_capped_client
+from app.providers.llm_urls import PinnedHost
 from app.settings import Settings
+from app.text.cpu import run_off_loop
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +110,11 @@ class LLMClient:
         temperature: float = 0.2,
         max_tokens: int = 4096,
         max_concurrency: int = 16,
+        max_answer_bytes: int = 256 * 1024,
     ) -> None:
         self.default = default
         self.max_tokens = max_tokens
+        self.max_answer_bytes = max_answer_bytes
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -127,6 +131,7 @@ class LLMClient:
             backoff_s=settings.llm_retry_backoff_s,
             max_tokens=settings.llm_max_tokens,
             max_concurrency=settings.llm_max_concurrency,
+            max_answer_bytes=settings.llm_max_answer_bytes,
         )
 
     @property
@@ -143,7 +148,8 @@ class LLMClient:
         schema: type[BaseModel] | None = None,
     ) -> Any:
         """The reply to ``messages`` parsed as JSON (an object or a list), validated as ``schema`` when given
-        (an answer that does not fit is retried like a failed call)."""
+        (an answer that does not fit is retried like a failed call). Parsed off the event loop: the answer
+        is untrusted and may be up to ``max_answer_bytes`` long."""
 
         def parse(text: str) -> Any:
             value = parse_json_output(text)
@@ -165,12 +171,13 @@ class LLMClient:
         max_tokens: int | None = None,
         parse=None,
     ) -> Any:
-        """The reply's text (or ``parse(text)``), retrying transient failures with backoff."""
+        """The reply's text (or ``parse(text)``, run off the event loop), retrying transient failures with
+        backoff."""
 
-        def text_of(reply: ChatReply) -> Any:
+        async def text_of(reply: ChatReply) -> Any:
             if not reply.content:
                 raise LLMBadOutput("The LLM answered with no content")
-            return parse(reply.content) if parse else reply.content
+            return await run_off_loop(parse, reply.content) if parse else reply.content
 
         return await self._call(messages, config=config, max_tokens=max_tokens, tools=None, read=text_of)
 
@@ -184,7 +191,7 @@ class LLMClient:
     ) -> ChatReply:
         """One assistant turn with OpenAI function calling: its text and/or tool calls, and token usage."""
 
-        def whole(reply: ChatReply) -> ChatReply:
+        async def whole(reply: ChatReply) -> ChatReply:
             if not reply.content and not reply.tool_calls:
                 raise LLMBadOutput("The LLM answered with neither content nor tool calls")
             return reply
@@ -214,13 +221,14 @@ class LLMClient:
             self._client = None
 
     def _client_for(self, config: LLMConfig) -> tuple[AsyncOpenAI, bool]:
-        """The pooled client for the server's configuration; a throw-away one for a caller's own."""
+        """The pooled client for the server's configuration; a throw-away one for a caller's own. Either reads
+        an answer only up to ``max_answer_bytes`` (``llm_http``)."""
         new = lambda: AsyncOpenAI(  # noqa: E731
             api_key=config.api_key,
             base_url=config.base_url,
             timeout=self.timeout_s,
             max_retries=0,
-            http_client=pinned_http_client(config.pinned, self.timeout_s) if config.pinned else None,
+            http_client=answer_capped_client(self.max_answer_bytes, self.timeout_s, config.pinned),
         )
         if config.pinned is None and (config.api_key, config.base_url) == (self.default.api_key, self.default.base_url):
             if self._client is None:
@@ -232,7 +240,7 @@ class LLMClient:
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             try:
-                return read(await self._once(client, model, messages, max_tokens, tools))
+                return await read(await self._once(client, model, messages, max_tokens, tools))
             except LLMAuthError:
                 raise
             except LLMError as exc:
@@ -264,7 +272,10 @@ class LLMClient:
                 raise LLMError(f"The LLM endpoint answered HTTP {exc.status_code}") from exc
             except openai.APIConnectionError as exc:
                 raise LLMError("The LLM endpoint could not be reached") from exc
-            except (openai.OpenAIError, ValueError) as exc:  # e.g. a body that is not JSON or not a chat completion
+            except UnreadableAnswer as exc:
+                raise LLMBadOutput(f"The LLM endpoint's answer {exc}") from exc
+            # A body that is not JSON or not a chat completion; or one nested deeper than Python recurses.
+            except (openai.OpenAIError, ValueError, RecursionError) as exc:
                 raise LLMBadOutput(f"The LLM endpoint gave an unexpected answer ({type(exc).__name__})") from exc
         choices = getattr(response, "choices", None)
         if not choices or choices[0].message is None:
@@ -288,23 +299,11 @@ class LLMClient:
         )
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-
-
-def parse_json_output(text: str) -> Any:
-    """The JSON value in a model's reply: ``<think>`` blocks dropped, then the first object or list however
-    it was wrapped (code fences, prose around it) and repaired if broken (trailing commas, quotes, an
-    answer cut off by the token limit: json_repair). Nothing usable is an ``LLMBadOutput``."""
-    text = _THINK.sub("", text).strip()
+def parse_json_output(text: str) -> dict | list:
+    """The JSON value in a model's reply, however it was wrapped or broken (``app.providers.llm_json``), in
+    time linear in its length. Nothing usable, or nesting deeper than ``llm_json.MAX_DEPTH``, is an
+    ``LLMBadOutput``."""
     try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if isinstance(value, dict | list):
-        return value
-    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    if starts:
-        value = json_repair.loads(text[min(starts) :])
-        if isinstance(value, dict | list) and value:
-            return value
-    raise LLMBadOutput("The LLM's answer is not valid JSON")
+        return llm_json.parse_answer(text)
+    except llm_json.UnusableJSON as exc:
+        raise LLMBadOutput(f"The LLM's answer {exc}") from exc

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import httpx
@@ -72,9 +73,13 @@ def non_public_kind(ip: IPAddress) -> str | None:
 _SITE_LOCAL = ipaddress.ip_network("fec0::/10")
 
 
-def pinned_http_client(pinned: PinnedHost, timeout_s: float) -> httpx.AsyncClient:
-    """An HTTP client that connects only to ``pinned``'s checked addresses and follows no redirect."""
-    return httpx.AsyncClient(transport=_PinnedTransport(pinned), timeout=timeout_s, follow_redirects=False)
+def pinned_http_client(pinned: PinnedHost, timeout_s: float, **options: Any) -> httpx.AsyncClient:
+    """An HTTP client that connects only to ``pinned``'s checked addresses and follows no redirect
+    (``options``: more ``httpx.AsyncClient`` arguments). No proxy from the environment: a proxy would
+    resolve the host again, itself."""
+    return httpx.AsyncClient(
+        transport=_PinnedTransport(pinned), timeout=timeout_s, follow_redirects=False, trust_env=False, **options
+    )
 
 
 class _PinnedTransport(httpx.AsyncBaseTransport):
@@ -118,7 +123,11 @@ def _parse(base_url: str) -> httpx.URL:
         raise _refused("not a URL") from exc
     if url.scheme not in ("http", "https"):
         raise _refused("must be an http or https URL")
-    if not url.host:
+    try:
+        host = url.host  # decoded on first use: an invalid punycode label (xn--a.com) fails here
+    except UnicodeError as exc:  # the idna package's IDNAError
+        raise _refused("its host is not a valid internationalised domain name") from exc
+    if not host:
         raise _refused("must name a host")
     return url
 

@@ -104,13 +104,13 @@ def _batch_scores(answer: Any, size: int) -> list[float]:
     if not isinstance(items, list):
         return scores
     for position, item in enumerate(items):
-        if isinstance(item, dict):
-            index, value = int(item.get("index", position + 1)) - 1, item.get("score", 0)
-        else:
-            index, value = position, item
-        if 0 <= index < size:
-            try:
+        try:  # the answer is untrusted: an index or score that is no number is skipped, never a 500
+            if isinstance(item, dict):
+                index, value = int(item.get("index", position + 1)) - 1, item.get("score", 0)
+            else:
+                index, value = position, item
+            if 0 <= index < size:
                 scores[index] = min(1.0, max(0.0, float(value)))
-            except (TypeError, ValueError):
-                continue
+        except (TypeError, ValueError, OverflowError):
+            continue
     return scores
