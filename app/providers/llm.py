@@ -26,7 +26,7 @@ import openai
 from openai import AsyncOpenAI
 from pydantic import BaseModel, ValidationError
 
-from app.concurrency import slot
+from app.concurrency import Slots
 from app.errors import InvalidParameter, ServiceUnavailable
 from app.observability import metrics
 from app.providers import llm_json
@@ -111,6 +111,7 @@ class LLMClient:
         max_tokens: int = 4096,
         max_concurrency: int = 16,
         max_answer_bytes: int = 256 * 1024,
+        share: float = 1.0,
     ) -> None:
         self.default = default
         self.max_tokens = max_tokens
@@ -120,7 +121,9 @@ class LLMClient:
         self.backoff_s = backoff_s
         self.temperature = temperature
         self._client: AsyncOpenAI | None = None
-        self._slots = asyncio.Semaphore(max_concurrency)
+        self._slots = Slots(max_concurrency, share)
+        """Calls in flight at once, of which one API key holds at most its ``MEMSYS_TENANT_SHARE``: a tenant's slow
+        endpoint holds its own share, never the others'."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LLMClient:
@@ -132,6 +135,7 @@ class LLMClient:
             max_tokens=settings.llm_max_tokens,
             max_concurrency=settings.llm_max_concurrency,
             max_answer_bytes=settings.llm_max_answer_bytes,
+            share=settings.tenant_share,
         )
 
     @property
@@ -253,7 +257,7 @@ class LLMClient:
 
     async def _once(self, client: AsyncOpenAI, model: str, messages, max_tokens, tools) -> ChatReply:
         refused = lambda: LLMTimeout(f"Every LLM call slot stayed taken for {self.timeout_s:g}s")  # noqa: E731
-        async with slot(self._slots, self.timeout_s, refused):
+        async with self._slots.slot(self.timeout_s, refused):
             try:
                 response = await client.chat.completions.create(
                     model=model,
