@@ -44,10 +44,10 @@ class Settings(BaseSettings):
     """API requests (``/api/…``) handled at once; more wait for a slot up to ``request_queue_seconds``."""
     request_queue_seconds: float = 5.0
     """How long an API request waits for a slot before it is answered 503 (the service is busy)."""
-    tenant_share: float = Field(default=0.25, gt=0, le=1)
-    """Of the request slots, and of the LLM and embedding slots, the share one API key may hold (its requests
+    tenant_share: float = Field(default=0.125, gt=0, le=1)
+    """Of the request slots, the search statements and the LLM slots, the share one API key may hold (its requests
     waiting count too): beyond it that key gets 429 with Retry-After and other keys are unaffected. Anonymous
-    access (one tenant) has no share: it may take every slot."""
+    access (one tenant) has no share: it may take every slot. A server with one tenant behind keys can set 1."""
     body_timeout_seconds: float = 10.0
     """A request body is read whole, before the request takes a slot, within this long (408 after it)."""
     header_timeout_seconds: float = 10.0

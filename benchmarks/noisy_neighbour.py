@@ -243,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4, help="the good tenant's concurrent clients")
     parser.add_argument("--ramp", type=float, default=2, help="seconds of attack before the good tenant is measured")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated, of " + ", ".join(SCENARIOS))
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="a setting for the memsys started (repeatable)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="directory for the JSON (default benchmarks/results)")
     parser.add_argument("--log", type=Path, help="a file for the memsys server's output")
     args = parser.parse_args(argv)
@@ -251,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or "quiet" not in scenarios:
         parser.error(f"scenarios: {', '.join(SCENARIOS)}; quiet (the baseline) among them")
 
-    env = {"MEMSYS_LLM_API_KEY": "", "TQDM_DISABLE": "1"}
+    settings = dict(setting.split("=", 1) for setting in args.env)
+    env = {"MEMSYS_LLM_API_KEY": "", "TQDM_DISABLE": "1", **settings}
     fake = slow_llm_server(20.0)
     with tempfile.TemporaryDirectory(prefix="memsys-noisy-") as data, fake:
         with memsys_server(env=env, data_dir=Path(data), log=args.log) as base_url:
@@ -293,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     config = {
         "settings": "memsys serve defaults, fresh embedded database; tenants good and noisy with a key each",
+        "settings_changed": settings,
         "seconds": args.seconds,
         "good_clients": args.clients,
         "ramp_s": args.ramp,

@@ -9,7 +9,8 @@ Every request to the API (``/api/…``), MCP (``/mcp``) and the inspector (``/in
 2. **The body is read whole** within ``MEMSYS_BODY_TIMEOUT_SECONDS`` (408) and ``MEMSYS_MAX_BODY_BYTES`` (413),
    before the request takes a slot: a client that trickles its body holds a connection, never a slot.
 3. **A request slot**: ``MEMSYS_MAX_CONCURRENT_REQUESTS`` in all, of which one key may hold or wait for
-   ``MEMSYS_TENANT_SHARE`` (429 with ``Retry-After`` beyond it: the other keys are unaffected); a slot not free
+   ``MEMSYS_TENANT_SHARE`` (429 with ``Retry-After``, answered after that second, beyond it: the other keys are
+   unaffected); a slot not free
    within ``MEMSYS_REQUEST_QUEUE_SECONDS`` is a 503. The key's hash is the request's ``PRINCIPAL``
    (``app.concurrency``): the LLM and embedding slots it takes count against the same key's share.
 4. **A deadline**: the handler is stopped after ``MEMSYS_REQUEST_TIMEOUT_SECONDS`` (504), and at once when its
@@ -73,8 +74,14 @@ class RequestLimit(ASGIMiddleware):
             REQUESTS_REJECTED.labels(reason="client_gone").inc()
             return  # nobody to answer
         PRINCIPAL.set(principal)
-        async with self._slots.slot(self._settings.request_queue_seconds, self._busy, self._over_share):
-            await _run_bounded(next_app, scope, body, receive, send, self._settings.request_timeout_seconds)
+        try:
+            async with self._slots.slot(self._settings.request_queue_seconds, self._busy, self._over_share):
+                await _run_bounded(next_app, scope, body, receive, send, self._settings.request_timeout_seconds)
+        except TooManyRequests:
+            # Answered after the Retry-After it names, holding no slot: a key that floods without waiting for
+            # its answers sends at most one request per connection and second, not thousands that each cost CPU.
+            await asyncio.sleep(RETRY_AFTER_S)
+            raise
 
     def _check_browser(self, scope: Scope, headers: Headers, *, keyed: bool) -> None:
         host = headers.get("host", "")

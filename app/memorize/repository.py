@@ -81,9 +81,13 @@ async def index_pending(
         values = {"embedding": row["embedding"], "embedding_model": embedding_model}
         if row.get("search_tokens") is not None:
             values["search_tokens"] = row["search_tokens"]
-        await conn.execute(update(messages).where(messages.c.tenant_id == tenant, messages.c.id == row["id"]).values(values))
+        await conn.execute(
+            update(messages).where(messages.c.tenant_id == tenant, messages.c.id == row["id"]).values(values)
+        )
     pending = await conn.execute(
-        select(func.count()).where(messages.c.tenant_id == tenant, messages.c.id.in_(ids), messages.c.status == "pending")
+        select(func.count()).where(
+            messages.c.tenant_id == tenant, messages.c.id.in_(ids), messages.c.status == "pending"
+        )
     )
     return len(stored), pending.scalar_one() - len(stored)
 

@@ -14,8 +14,8 @@ from app.memorize import repository, searchable
 from app.memorize.schemas import FlushRequest, MemorizeRequest, MemorizeResult, SavedMemory
 from app.runtime import Runtime
 from app.text.cpu import run_off_loop
-from app.text.tokenize import search_tokens
 from app.text.timeparse import in_zone
+from app.text.tokenize import search_tokens
 
 
 async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, MemorizeResult]:

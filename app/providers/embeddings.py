@@ -489,8 +489,9 @@ class MeasuredEmbedder:
         self.dimensions = inner.dimensions
         self.name = name
         self._slots = Slots(max_concurrency, share)
-        """``MEMSYS_EMBEDDING_MAX_CONCURRENCY`` calls in flight at once, of which one API key holds at most its
-        ``MEMSYS_TENANT_SHARE``; more wait at most the timeout."""
+        """``MEMSYS_EMBEDDING_MAX_CONCURRENCY`` calls in flight at once (of which one API key holds at most
+        ``share``; the server gives none: a query's embedding is short and shared with others' in one batch, and a
+        key's requests are bounded already); more wait at most the timeout."""
         self._timeout_s = timeout_s
 
     async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
@@ -524,7 +525,6 @@ def create_embedder(settings: Settings) -> Embedder:
         embedder_name(settings),
         max_concurrency=settings.embedding_max_concurrency,
         timeout_s=settings.embedding_timeout_s,
-        share=settings.tenant_share,
     )
 
 
