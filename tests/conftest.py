@@ -141,9 +141,7 @@ def empty_tables(url: str) -> None:
             # deleting the few rows a test leaves is a plain statement per shard. tenants goes last: its
             # rows' deletion cascades to whatever a test left elsewhere.
             with conn.transaction():
-                conn.execute(
-                    "SET LOCAL citus.multi_shard_modify_mode = 'sequential'"
-                )  # tenants is a reference table
+                conn.execute("SET LOCAL citus.multi_shard_modify_mode = 'sequential'")  # tenants is a reference table
                 for table in reversed(TABLES.split(", ")):
                     conn.execute(f"DELETE FROM {table}")
         else:

@@ -239,9 +239,7 @@ async def fetch(
     """One page of a memory type, newest first, and the total."""
     needs_scope(scope)
     if not 1 <= page <= MAX_PAGE or not 1 <= page_size <= MAX_TOP_K:
-        raise InvalidParameter(
-            f"Invalid field page / page_size: page 1 to {MAX_PAGE}, page_size 1 to {MAX_TOP_K}"
-        )
+        raise InvalidParameter(f"Invalid field page / page_size: page 1 to {MAX_PAGE}, page_size 1 to {MAX_TOP_K}")
     if memory_type == "profile":
         found = await profiles(runtime, scope)
         return found[(page - 1) * page_size : page * page_size], len(found)
