@@ -1,0 +1,320 @@
+"""The typed Python client of memsys's v3 API: ``Memsys`` (sync) and ``AsyncMemsys`` (asyncio), on httpx.
+
+    from memsys.client import Memsys
+
+    with Memsys(api_key="msk_…") as memsys:          # or MEMSYS_API_KEY; base_url defaults to 127.0.0.1:1995
+        memsys.memorize(message_id="m1", sender="alice", content="I am vegetarian", create_time=now, group_id="g")
+        found = memsys.retrieve_lightweight(query="What does Alice eat?", group_id="g")
+
+Each operation takes its request as keyword arguments, a dict or the request model (``memsys.models``) and
+returns the result model. Refusals raise ``memsys.errors.MemsysError`` subclasses carrying the envelope's
+``code``; 429, 503 and connection failures are retried (``memsys.retries``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any
+
+import httpx
+from tqdm import tqdm
+
+from memsys import models, operations
+from memsys.errors import ConnectionFailed, MemsysError, RequestTimeout, error_from_response
+from memsys.operations import Call, request_of
+from memsys.retries import RetryPolicy
+
+DEFAULT_BASE_URL = "http://127.0.0.1:1995"
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+Batch = Iterable[models.MemorizeRequest | dict[str, Any]]
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    key = api_key if api_key is not None else os.environ.get("MEMSYS_API_KEY")
+    headers = {"User-Agent": "memsys-python-client", "Accept": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def _base_url(base_url: str | None) -> str:
+    return (base_url or os.environ.get("MEMSYS_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
+def _answer(call: Call, response: httpx.Response) -> Any:
+    if not response.is_success:
+        raise error_from_response(response)
+    return call.parse(response.json()["result"])
+
+
+def _no_answer(exc: httpx.TransportError) -> MemsysError:
+    if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+        return RequestTimeout(f"no answer within the client's timeout ({exc!r})", code="CLIENT_TIMEOUT")
+    return ConnectionFailed(f"memsys could not be reached: {exc!r}", code="CONNECTION_FAILED")
+
+
+def _requests(messages: Batch) -> list[models.MemorizeRequest]:
+    """All validated before the first is sent: a malformed message fails the batch before anything is stored."""
+    return [request_of(models.MemorizeRequest, message, {}) for message in messages]
+
+
+def _progress(total: int, progress: bool) -> tqdm:
+    return tqdm(total=total, desc="memorize", unit=" msg", disable=not progress)
+
+
+class Memsys:
+    """The sync client. Thread-safe: one instance may serve many threads (``memorize_conversation`` does)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retries: RetryPolicy | int = RetryPolicy(),
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        """``base_url``: else ``MEMSYS_BASE_URL``, else http://127.0.0.1:1995. ``api_key``: else
+        ``MEMSYS_API_KEY``; none for a server without keys. ``retries``: a policy, or the number of retries.
+        ``http_client``: your own httpx.Client (proxies, TLS), used as given."""
+        self.retries = RetryPolicy(max_retries=retries) if isinstance(retries, int) else retries
+        self._http = http_client or httpx.Client(timeout=timeout)
+        self._base_url = _base_url(base_url)
+        self._headers = _headers(api_key)
+
+    def __enter__(self) -> Memsys:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def send(self, call: Call) -> Any:
+        """One call, retried as ``self.retries`` says; its result, or a typed error."""
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(
+                    call.method, self._base_url + call.path, json=call.json, params=call.params, headers=self._headers
+                )
+                return _answer(call, response)
+            except (MemsysError, httpx.TransportError) as exc:
+                if not self.retries.should_retry(attempt, exc):
+                    if isinstance(exc, httpx.TransportError):
+                        raise _no_answer(exc) from exc
+                    raise
+                time.sleep(self.retries.delay_s(attempt, exc))
+                attempt += 1
+
+    def memorize(self, request: models.MemorizeRequest | dict | None = None, **fields: Any) -> models.MemorizeResult:
+        """Store one message (``message_id``, ``sender``, ``content``, ``create_time``; ``group_id`` for a group)."""
+        return self.send(operations.memorize(request_of(models.MemorizeRequest, request, fields)))
+
+    def flush(self, request: models.FlushRequest | dict | None = None, **fields: Any) -> models.MemorizeResult:
+        """Form a conversation's open messages into memories now (``group_id``, or ``sender`` of a personal one)."""
+        return self.send(operations.flush(request_of(models.FlushRequest, request, fields)))
+
+    def retrieve_lightweight(
+        self, request: models.RetrieveLightweightRequest | dict | None = None, **fields: Any
+    ) -> models.RetrieveLightweightResult:
+        """Hybrid retrieval (vector + BM25 fused by RRF, or one leg: ``retrieval_mode``)."""
+        call = operations.retrieve_lightweight(request_of(models.RetrieveLightweightRequest, request, fields))
+        return self.send(call)
+
+    def retrieve_agentic(
+        self, request: models.AgenticRequest | dict | None = None, **fields: Any
+    ) -> models.AgenticResult:
+        """LLM-guided multi-round retrieval (the server's LLM, or ``llm_config``)."""
+        return self.send(operations.retrieve_agentic(request_of(models.AgenticRequest, request, fields)))
+
+    def context(self, request: models.ContextRequest | dict | None = None, **fields: Any) -> models.ContextResult:
+        """The messages to send to an LLM for the user's ``query``, within token budgets."""
+        return self.send(operations.context(request_of(models.ContextRequest, request, fields)))
+
+    def agent(self, request: models.AgentRequest | dict | None = None, **fields: Any) -> models.AgentResult:
+        """The server's ReAct agent answers ``messages`` from the memories."""
+        return self.send(operations.agent(request_of(models.AgentRequest, request, fields)))
+
+    def save_conversation_meta(
+        self, request: models.ConversationMetaRequest | dict | None = None, **fields: Any
+    ) -> models.ConversationMetaSaved:
+        return self.send(operations.save_conversation_meta(request_of(models.ConversationMetaRequest, request, fields)))
+
+    def get_conversation_meta(self, group_id: str) -> models.ConversationMeta:
+        """A group's metadata; ``NotFound`` if none was saved."""
+        return self.send(operations.get_conversation_meta(group_id))
+
+    def list_memories(self, **filters: Any) -> models.MemoryPage:
+        """One page, newest first: ``user_id``, ``group_id``, ``memory_type``, ``start_time``, ``end_time``,
+        ``limit`` (≤ 200), ``cursor`` (the previous page's ``next_cursor``)."""
+        return self.send(operations.list_memories(**filters))
+
+    def iter_memories(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Every memory the filters select, page after page."""
+        while True:
+            page = self.list_memories(**filters)
+            yield from page.memories
+            if page.next_cursor is None:
+                return
+            filters["cursor"] = page.next_cursor
+
+    def forget_user(self, user_id: str) -> dict[str, Any]:
+        """Delete a user's messages, memories and profiles (any id, ``/`` included); what was deleted."""
+        return self.send(operations.forget_user(user_id))
+
+    def forget_group(self, group_id: str) -> dict[str, Any]:
+        """Delete a group's messages, memories, profiles and metadata."""
+        return self.send(operations.forget_group(group_id))
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        """Everything held about a user (``memsys.user-export`` v1): messages, memories, profiles."""
+        return self.send(operations.export_user(user_id))
+
+    def memorize_conversation(
+        self, messages: Batch, *, concurrency: int = 8, progress: bool = True
+    ) -> list[models.MemorizeResult]:
+        """Memorize many messages, ``concurrency`` at a time, with a progress bar; the results in their order.
+
+        The server orders a conversation by ``create_time``, so sending in parallel keeps its order. On the
+        first error the messages not sent yet are dropped and the error raised; calling again with the same
+        messages is safe (those stored answer ``duplicate``). The default 8 is one key's share of a default
+        server (64 slots × MEMSYS_TENANT_SHARE 0.125): more would only be answered 429 and retried."""
+        requests = _requests(messages)
+        results: list[models.MemorizeResult | None] = [None] * len(requests)
+        with ThreadPoolExecutor(max_workers=concurrency) as pool, _progress(len(requests), progress) as bar:
+            futures = {pool.submit(self.memorize, request): n for n, request in enumerate(requests)}
+            try:
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    bar.update()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+        return results  # type: ignore[return-value]
+
+
+class AsyncMemsys:
+    """The asyncio client: the same operations as ``Memsys``, awaited."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retries: RetryPolicy | int = RetryPolicy(),
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.retries = RetryPolicy(max_retries=retries) if isinstance(retries, int) else retries
+        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._base_url = _base_url(base_url)
+        self._headers = _headers(api_key)
+
+    async def __aenter__(self) -> AsyncMemsys:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def send(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    call.method, self._base_url + call.path, json=call.json, params=call.params, headers=self._headers
+                )
+                return _answer(call, response)
+            except (MemsysError, httpx.TransportError) as exc:
+                if not self.retries.should_retry(attempt, exc):
+                    if isinstance(exc, httpx.TransportError):
+                        raise _no_answer(exc) from exc
+                    raise
+                await asyncio.sleep(self.retries.delay_s(attempt, exc))
+                attempt += 1
+
+    async def memorize(
+        self, request: models.MemorizeRequest | dict | None = None, **fields: Any
+    ) -> models.MemorizeResult:
+        return await self.send(operations.memorize(request_of(models.MemorizeRequest, request, fields)))
+
+    async def flush(self, request: models.FlushRequest | dict | None = None, **fields: Any) -> models.MemorizeResult:
+        return await self.send(operations.flush(request_of(models.FlushRequest, request, fields)))
+
+    async def retrieve_lightweight(
+        self, request: models.RetrieveLightweightRequest | dict | None = None, **fields: Any
+    ) -> models.RetrieveLightweightResult:
+        call = operations.retrieve_lightweight(request_of(models.RetrieveLightweightRequest, request, fields))
+        return await self.send(call)
+
+    async def retrieve_agentic(
+        self, request: models.AgenticRequest | dict | None = None, **fields: Any
+    ) -> models.AgenticResult:
+        return await self.send(operations.retrieve_agentic(request_of(models.AgenticRequest, request, fields)))
+
+    async def context(self, request: models.ContextRequest | dict | None = None, **fields: Any) -> models.ContextResult:
+        return await self.send(operations.context(request_of(models.ContextRequest, request, fields)))
+
+    async def agent(self, request: models.AgentRequest | dict | None = None, **fields: Any) -> models.AgentResult:
+        return await self.send(operations.agent(request_of(models.AgentRequest, request, fields)))
+
+    async def save_conversation_meta(
+        self, request: models.ConversationMetaRequest | dict | None = None, **fields: Any
+    ) -> models.ConversationMetaSaved:
+        call = operations.save_conversation_meta(request_of(models.ConversationMetaRequest, request, fields))
+        return await self.send(call)
+
+    async def get_conversation_meta(self, group_id: str) -> models.ConversationMeta:
+        return await self.send(operations.get_conversation_meta(group_id))
+
+    async def list_memories(self, **filters: Any) -> models.MemoryPage:
+        return await self.send(operations.list_memories(**filters))
+
+    async def iter_memories(self, **filters: Any) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            page = await self.list_memories(**filters)
+            for memory in page.memories:
+                yield memory
+            if page.next_cursor is None:
+                return
+            filters["cursor"] = page.next_cursor
+
+    async def forget_user(self, user_id: str) -> dict[str, Any]:
+        return await self.send(operations.forget_user(user_id))
+
+    async def forget_group(self, group_id: str) -> dict[str, Any]:
+        return await self.send(operations.forget_group(group_id))
+
+    async def export_user(self, user_id: str) -> dict[str, Any]:
+        return await self.send(operations.export_user(user_id))
+
+    async def memorize_conversation(
+        self, messages: Batch, *, concurrency: int = 8, progress: bool = True
+    ) -> list[models.MemorizeResult]:
+        """As ``Memsys.memorize_conversation``: at most ``concurrency`` requests in flight."""
+        requests = _requests(messages)
+        results: list[models.MemorizeResult | None] = [None] * len(requests)
+        slots = asyncio.Semaphore(concurrency)
+
+        async def one(n: int, request: models.MemorizeRequest, bar: tqdm) -> None:
+            async with slots:
+                results[n] = await self.memorize(request)
+            bar.update()
+
+        with _progress(len(requests), progress) as bar:
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for n, request in enumerate(requests):
+                        group.create_task(one(n, request, bar))
+            except ExceptionGroup as failed:
+                raise failed.exceptions[0] from None
+        return results  # type: ignore[return-value]
