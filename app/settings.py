@@ -210,6 +210,16 @@ class Settings(BaseSettings):
     access_log: bool = False
     """Log each HTTP request (uvicorn's access log) at INFO; ``--verbose`` turns it on too."""
 
+    # --- the OpenAI-compatible memory proxy (POST /v1/chat/completions) -------------------------
+    proxy_enabled: bool = True
+    """Serve ``POST /v1/chat/completions``: any valid key may then chat with the server's LLM
+    (MEMSYS_LLM_API_KEY pays); false: 403."""
+    proxy_max_messages: int = Field(default=512, ge=1)
+    """Most messages one proxied chat completion may carry (400 above it)."""
+    proxy_max_answer_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    """Largest upstream answer the proxy relays, a whole stream included (a larger one breaks off: 502, or an
+    error event in the stream)."""
+
     def resolved_data_dir(self) -> Path:
         """``data_dir``, or where it defaults to (see there)."""
         if self.data_dir is not None:

@@ -8,6 +8,9 @@ It listens on 127.0.0.1 on a free port (``base_url`` ends in ``/v1``) and serves
      user contents joined) answers, every time it matches;
   3. ``handler``: a function of the request body returning a reply (or None to fall through);
   4. otherwise HTTP 500 "unscripted request", which makes a forgotten script fail loudly.
+  A request with ``"stream": true`` gets its content reply as server-sent events, as OpenAI sends them: a
+  role chunk, the content in word-sized chunks, a chunk with ``finish_reason`` (and a usage chunk when
+  ``stream_options.include_usage``), then ``data: [DONE]``.
 * ``POST /v1/embeddings``: deterministic unit vectors (a hash of each text seeds them), ``dimensions``
   from the request or the server (default 384). Identical texts give identical vectors.
 * ``POST /v1/rerank`` (the common ``{model, query, documents, top_n}`` → ``{results: [{index,
@@ -57,6 +60,8 @@ class Reply:
     raw_body: str | None = None
     json_body: dict | list | None = None
     """A whole response body (for embeddings/rerank replies, or a chat body of an odd shape)."""
+    cut_stream: bool = False
+    """A streamed reply (``stream: true``) that stops after its first chunk, the connection closed mid-answer."""
 
 
 @dataclass
@@ -233,6 +238,9 @@ class FakeLLM:
                     payload = json.dumps(reply.json_body).encode()
                 elif reply.status >= 400:
                     payload = json.dumps({"error": {"message": f"scripted {reply.status}", "type": "error"}}).encode()
+                elif isinstance(body, dict) and body.get("stream") and path == CHAT:
+                    self._stream(body, reply)
+                    return
                 else:
                     payload = json.dumps(_completion(body, reply.content)).encode()
                 try:
@@ -244,7 +252,40 @@ class FakeLLM:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout it was meant to hit)
 
+            def _stream(self, body: dict, reply: Reply) -> None:
+                events = _stream_events(body, reply.content)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.end_headers()  # no Content-Length: the stream ends when the connection closes
+                    for event in events[:2] if reply.cut_stream else events:
+                        self.wfile.write(event)
+                        self.wfile.flush()
+                    self.close_connection = True
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
         return Handler
+
+
+def _stream_events(request: dict, content: str | dict | list | None) -> list[bytes]:
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time())}
+    base["model"] = request.get("model", "fake")
+
+    def chunk(delta: dict, finish: str | None = None, **extra: Any) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return b"data: " + json.dumps({**base, "choices": [choice], **extra}).encode() + b"\n\n"
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": word}) for word in re.findall(r"\S+\s*|\s+", text)]
+    events.append(chunk({}, "stop"))
+    if (request.get("stream_options") or {}).get("include_usage"):
+        usage = {**base, "choices": [], "usage": _usage()}
+        events.append(b"data: " + json.dumps(usage).encode() + b"\n\n")
+    events.append(b"data: [DONE]\n\n")
+    return events
 
 
 def _completion(request: dict, content: str | dict | list | None) -> dict:

@@ -34,6 +34,7 @@ from app.mcp.http import build_http, mcp_endpoint
 from app.memories.endpoints import MemoriesController
 from app.memorize.endpoints import MemorizeController
 from app.observability.metrics import HTTP
+from app.proxy.endpoints import ProxyController
 from app.retrieval.endpoints import RetrievalController
 from app.runtime import build_runtime
 from app.settings import Settings
@@ -97,6 +98,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             V0Controller,
             V1Controller,
             InspectorController,
+            ProxyController,
             mcp_endpoint,
         ],
         lifespan=[lifespan],

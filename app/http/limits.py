@@ -40,7 +40,7 @@ from app.http.auth import INSPECTOR_PATH, INSPECTOR_SESSION_COOKIE
 from app.observability.metrics import REQUESTS_REJECTED
 from app.settings import Settings
 
-ADMITTED = ("/api/", "/mcp", INSPECTOR_PATH)
+ADMITTED = ("/api/", "/v1/", "/mcp", INSPECTOR_PATH)
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
 RETRY_AFTER_S = 1
 
