@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -108,8 +109,14 @@ def build_runtime(settings: Settings) -> Runtime:
         service_url=libpq_url(service_url),
         embedder=embedder,
         llm=LLMClient.from_settings(settings),
-        searches=Slots(settings.db_pool_size, settings.tenant_share),
+        searches=Slots(search_slots(settings), settings.tenant_share),
     )
+
+
+def search_slots(settings: Settings) -> int:
+    """Search statements running at once: two per core (a statement is CPU work in PostgreSQL), at most one per
+    pooled connection."""
+    return max(2, min(settings.db_pool_size, 2 * (os.cpu_count() or 1)))
 
 
 def _warm_up_text() -> None:
