@@ -69,7 +69,7 @@ def test_a_key_over_its_share_is_refused_then_retried_after_retry_after(server, 
         outcomes = all_at_once(8, lambda: impatient.retrieve_lightweight(**HEAVY))
     refusals = [o for o in outcomes if isinstance(o, RateLimited)]
     assert refusals and all(not isinstance(o, MemsysError) or isinstance(o, RateLimited) for o in outcomes)
-    assert refusals[0].status == 429 and refusals[0].code == "TOO_MANY_REQUESTS" and refusals[0].retry_after == 1
+    assert refusals[0].status == 429 and refusals[0].code == "TOO_MANY_REQUESTS" and refusals[0].retry_after == 2
     assert "MEMSYS_TENANT_SHARE" in refusals[0].message
 
     before = refused_for_share(server)
