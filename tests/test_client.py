@@ -3,6 +3,7 @@ tenants: round trips both ways (stored through the client and found over plain H
 every v3 operation, the batch helper, the async client, tenancy and typed errors. The LLM of the agent and of
 agentic retrieval is the scripted OpenAI-compatible server, named by each request's ``llm_config``."""
 
+# ruff: noqa: F811  (test arguments name the fixtures imported from tests.integration_support)
 from __future__ import annotations
 
 import asyncio
@@ -14,59 +15,29 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import pydantic
 import pytest
 
 from memsys import AsyncMemsys, InvalidParameter, Memsys, NotFound, Unauthorized
 from memsys.models import ConversationMeta, MemorizeResult, RetrievedMemory
-from tests.conftest import ServerProcess, empty_tables, process_env
+from tests.conftest import ServerProcess
 from tests.fake_llm import FakeLLM, tool_calls
-from tests.tenancy_support import bearer, create_key
+from tests.integration_support import _empty_tables, acme, http, keys, server  # noqa: F401  (fixtures)
+from tests.tenancy_support import create_key
 
 V3 = "/api/v3/agentic"
 SUFFICIENT = {"is_sufficient": True, "reasoning": "The memories say what Alice eats", "refined_queries": []}
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture(scope="module")
-def keys(database_url: str) -> Iterator[dict[str, str]]:
-    yield {"acme": create_key(database_url, "acme"), "globex": create_key(database_url, "globex")}
-    empty_tables(database_url)
+KEY_NAMES = ("acme", "globex")
+SERVER_ENV = {"MEMSYS_LLM_ALLOW_PRIVATE_URLS": "true"}  # llm_config may name the scripted LLM
 
 
 @pytest.fixture(scope="module")
 def llm() -> Iterator[FakeLLM]:
     with FakeLLM() as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, keys: dict[str, str]) -> Iterator[ServerProcess]:
-    # A request's llm_config may name the scripted LLM on 127.0.0.1; formation stays offline (no server LLM).
-    env = {**process_env(database_url), "MEMSYS_LLM_ALLOW_PRIVATE_URLS": "true"}
-    process = ServerProcess(env, cwd=Path(__file__).resolve().parent.parent)
-    process.start(timeout=120)
-    yield process
-    process.stop()
-
-
-@pytest.fixture(autouse=True)
-def _empty_tables() -> Iterator[None]:
-    """The keys live for the module; each test uses conversations of its own."""
-    yield
-
-
-@pytest.fixture
-def acme(server: ServerProcess, keys: dict[str, str]) -> Iterator[Memsys]:
-    with Memsys(server.base_url, api_key=keys["acme"]) as client:
-        yield client
-
-
-def http(server: ServerProcess, key: str, method: str, path: str, **kwargs) -> dict:
-    answer = httpx.request(method, server.base_url + V3 + path, headers=bearer(key), timeout=60, **kwargs)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["result"]
 
 
 def message(n: int, group: str, sender: str, content: str) -> dict:

@@ -4,6 +4,7 @@ session back, the retriever returns memsys's hybrid retrieval as documents with 
 ways round (stored through LangChain and found over plain HTTP, and the other way round), sync and async,
 tenancy, errors, the docs page's example, and ``memsys`` importing without LangChain."""
 
+# ruff: noqa: F811  (test arguments name the fixtures imported from tests.integration_support)
 from __future__ import annotations
 
 import asyncio
@@ -11,10 +12,8 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import langchain_core
 import pytest
 from langchain_core.documents import Document
@@ -24,42 +23,11 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from memsys import AsyncMemsys, InvalidParameter, Memsys, Unauthorized
 from memsys.integrations.langchain import MemsysChatMessageHistory, MemsysRetriever
-from tests.conftest import ServerProcess, empty_tables, process_env
-from tests.tenancy_support import bearer, create_key
+from tests.conftest import ServerProcess
+from tests.integration_support import _empty_tables, acme, http, keys, server  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 V3 = "/api/v3/agentic"
-
-
-@pytest.fixture(scope="module")
-def keys(database_url: str) -> Iterator[dict[str, str]]:
-    yield {name: create_key(database_url, name) for name in ("acme", "globex", "docs")}
-    empty_tables(database_url)
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, keys: dict[str, str]) -> Iterator[ServerProcess]:
-    process = ServerProcess(process_env(database_url), cwd=ROOT)
-    process.start(timeout=120)
-    yield process
-    process.stop()
-
-
-@pytest.fixture(autouse=True)
-def _empty_tables() -> Iterator[None]:
-    yield
-
-
-@pytest.fixture
-def acme(server: ServerProcess, keys: dict[str, str]) -> Iterator[Memsys]:
-    with Memsys(server.base_url, api_key=keys["acme"]) as client:
-        yield client
-
-
-def http(server: ServerProcess, key: str, method: str, path: str, **kwargs) -> dict:
-    answer = httpx.request(method, server.base_url + V3 + path, headers=bearer(key), timeout=60, **kwargs)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["result"]
 
 
 def keyword_search(server: ServerProcess, key: str, query: str, group_id: str) -> list[str]:

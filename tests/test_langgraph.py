@@ -5,6 +5,7 @@ export reaching the store's items); a graph whose chat node recalls and stores e
 OpenAI-compatible model (tests/fake_llm.py); sync and async; tenancy; errors; the docs page's example; and
 ``memsys`` importing without LangGraph."""
 
+# ruff: noqa: F811  (test arguments name the fixtures imported from tests.integration_support)
 from __future__ import annotations
 
 import asyncio
@@ -12,13 +13,10 @@ import os
 import re
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import langgraph.version
 import pytest
 from langgraph.graph import START, MessagesState, StateGraph
@@ -28,64 +26,17 @@ from openai import OpenAI
 
 from memsys import AsyncMemsys, InvalidParameter, Memsys, Unauthorized
 from memsys.integrations.langgraph import MemsysStore, item_group, item_of_group
-from tests.conftest import ServerProcess, empty_tables, process_env
+from tests.conftest import ServerProcess
 from tests.fake_llm import FakeLLM
-from tests.tenancy_support import bearer, create_key
+from tests.integration_support import _empty_tables, acme, http, keys, llm, server, wait_for_vectors  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 V3 = "/api/v3/agentic"
 
 
-@pytest.fixture(scope="module")
-def keys(database_url: str) -> Iterator[dict[str, str]]:
-    yield {name: create_key(database_url, name) for name in ("acme", "globex", "docs")}
-    empty_tables(database_url)
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, keys: dict[str, str]) -> Iterator[ServerProcess]:
-    process = ServerProcess(process_env(database_url), cwd=ROOT)
-    process.start(timeout=120)
-    yield process
-    process.stop()
-
-
-@pytest.fixture(autouse=True)
-def _empty_tables() -> Iterator[None]:
-    yield
-
-
-@pytest.fixture
-def acme(server: ServerProcess, keys: dict[str, str]) -> Iterator[Memsys]:
-    with Memsys(server.base_url, api_key=keys["acme"]) as client:
-        yield client
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as fake:
-        yield fake
-
-
-def http(server: ServerProcess, key: str, method: str, path: str, **kwargs) -> dict:
-    answer = httpx.request(method, server.base_url + V3 + path, headers=bearer(key), timeout=60, **kwargs)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["result"]
-
-
 def keyword_search(server: ServerProcess, key: str, query: str, user_id: str) -> list[dict]:
     body = {"query": query, "user_id": user_id, "retrieval_mode": "bm25", "top_k": 50}
     return http(server, key, "POST", "/retrieve_lightweight", json=body)["memories"]
-
-
-def wait_for_vectors(server: ServerProcess, key: str, user_id: str, count: int) -> None:
-    """Until the user's ``count`` messages have their vectors: memorize makes a message a keyword hit at once,
-    and the intake worker gives it its vector a moment later (app/memorize/searchable.py)."""
-    body = {"query": "anything", "user_id": user_id, "retrieval_mode": "embedding", "top_k": 100}
-    deadline = time.monotonic() + 30
-    while len(http(server, key, "POST", "/retrieve_lightweight", json=body)["memories"]) < count:
-        assert time.monotonic() < deadline, f"{user_id}'s messages got no vectors"
-        time.sleep(0.05)
 
 
 def test_items_round_trip_through_memsys(server, keys, acme):

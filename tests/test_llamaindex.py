@@ -5,6 +5,7 @@ ways round (stored through LlamaIndex and found over plain HTTP, and the other w
 by the scripted OpenAI-compatible model (tests/fake_llm.py); sync and async; tenancy; errors; the docs page's
 examples; and ``memsys`` importing without LlamaIndex."""
 
+# ruff: noqa: F811  (test arguments name the fixtures imported from tests.integration_support)
 from __future__ import annotations
 
 import asyncio
@@ -12,12 +13,10 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import llama_index.core
 import pytest
 from llama_index.core.base.llms.types import (
@@ -36,9 +35,8 @@ from openai import OpenAI
 
 from memsys import AsyncMemsys, InvalidParameter, Memsys, Unauthorized
 from memsys.integrations.llamaindex import MemsysMemoryBlock, MemsysRetriever
-from tests.conftest import ServerProcess, empty_tables, process_env
-from tests.fake_llm import FakeLLM
-from tests.tenancy_support import bearer, create_key
+from tests.conftest import ServerProcess
+from tests.integration_support import _empty_tables, acme, http, keys, llm, server, wait_for_vectors  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 V3 = "/api/v3/agentic"
@@ -70,43 +68,6 @@ class ScriptedLLM(CustomLLM):
         yield self.complete(prompt)
 
 
-@pytest.fixture(scope="module")
-def keys(database_url: str) -> Iterator[dict[str, str]]:
-    yield {name: create_key(database_url, name) for name in ("acme", "globex", "docs")}
-    empty_tables(database_url)
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, keys: dict[str, str]) -> Iterator[ServerProcess]:
-    process = ServerProcess(process_env(database_url), cwd=ROOT)
-    process.start(timeout=120)
-    yield process
-    process.stop()
-
-
-@pytest.fixture(autouse=True)
-def _empty_tables() -> Iterator[None]:
-    yield
-
-
-@pytest.fixture
-def acme(server: ServerProcess, keys: dict[str, str]) -> Iterator[Memsys]:
-    with Memsys(server.base_url, api_key=keys["acme"]) as client:
-        yield client
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as fake:
-        yield fake
-
-
-def http(server: ServerProcess, key: str, method: str, path: str, **kwargs) -> dict:
-    answer = httpx.request(method, server.base_url + V3 + path, headers=bearer(key), timeout=60, **kwargs)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["result"]
-
-
 def memorize(server: ServerProcess, key: str, group_id: str, *said: tuple[str, str]) -> None:
     for n, (sender, text) in enumerate(said):
         body = {
@@ -122,16 +83,6 @@ def memorize(server: ServerProcess, key: str, group_id: str, *said: tuple[str, s
 def keyword_search(server: ServerProcess, key: str, query: str, group_id: str) -> list[dict]:
     body = {"query": query, "group_id": group_id, "retrieval_mode": "bm25", "top_k": 50}
     return http(server, key, "POST", "/retrieve_lightweight", json=body)["memories"]
-
-
-def wait_for_vectors(server: ServerProcess, key: str, user_id: str, count: int) -> None:
-    """Until the user's ``count`` messages have their vectors: memorize makes a message a keyword hit at once,
-    and the intake worker gives it its vector a moment later (app/memorize/searchable.py)."""
-    body = {"query": "anything", "user_id": user_id, "retrieval_mode": "embedding", "top_k": 100}
-    deadline = time.monotonic() + 30
-    while len(http(server, key, "POST", "/retrieve_lightweight", json=body)["memories"]) < count:
-        assert time.monotonic() < deadline, f"{user_id}'s messages got no vectors"
-        time.sleep(0.05)
 
 
 def test_the_retriever_returns_memsys_results_as_nodes(server, keys, acme):

@@ -5,6 +5,7 @@ over plain HTTP and what was stored over HTTP reaches the model through search; 
 back to the model as tool results; memsys's own MCP server through pydantic-ai's MCP client; the docs page's
 example; and ``memsys`` importing without pydantic-ai."""
 
+# ruff: noqa: F811  (test arguments name the fixtures imported from tests.integration_support)
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pydantic_ai
 import pytest
 from pydantic_ai import Agent
@@ -26,32 +26,14 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from memsys import AsyncMemsys, Memsys, Unauthorized
 from memsys.integrations.pydantic_ai import INSTRUCTIONS, MemsysToolset
-from tests.conftest import ServerProcess, empty_tables, process_env
+from tests.conftest import ServerProcess
 from tests.fake_llm import FakeLLM, tool_calls
-from tests.tenancy_support import bearer, create_key
+from tests.integration_support import _empty_tables, http, keys, server  # noqa: F401  (fixtures)
+from tests.tenancy_support import bearer
 
 ROOT = Path(__file__).resolve().parent.parent
 V3 = "/api/v3/agentic"
 EXAMPLE = ROOT / "examples" / "pydantic_ai_memory.py"
-
-
-@pytest.fixture(scope="module")
-def keys(database_url: str) -> Iterator[dict[str, str]]:
-    yield {name: create_key(database_url, name) for name in ("acme", "globex", "docs")}
-    empty_tables(database_url)
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, keys: dict[str, str]) -> Iterator[ServerProcess]:
-    process = ServerProcess(process_env(database_url), cwd=ROOT)
-    process.start(timeout=120)
-    yield process
-    process.stop()
-
-
-@pytest.fixture(autouse=True)
-def _empty_tables() -> Iterator[None]:
-    yield
 
 
 @pytest.fixture(scope="module")
@@ -86,12 +68,6 @@ async def run_with(server: ServerProcess, key: str, fake: FakeLLM, prompt: str, 
     async with AsyncMemsys(server.base_url, api_key=key, retries=0) as client:
         result = await agent_on(fake).run(prompt, toolsets=[MemsysToolset(client, **toolset)])
         return result.output
-
-
-def http(server: ServerProcess, key: str, method: str, path: str, **kwargs) -> dict:
-    answer = httpx.request(method, server.base_url + V3 + path, headers=bearer(key), timeout=60, **kwargs)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["result"]
 
 
 def keyword_search(server: ServerProcess, key: str, query: str, user_id: str) -> list[str]:
