@@ -127,7 +127,7 @@ def test_the_intake_worker_skips_what_formation_holds_and_never_waits(settings, 
             await runtime.close()
 
     with psycopg.connect(database_url) as formation:  # holds m1 as a forming transaction does
-        formation.execute("SELECT id FROM messages WHERE message_id = 'm1' FOR UPDATE")
+        formation.execute("SELECT id FROM messages WHERE tenant_id = 'default' AND message_id = 'm1' FOR UPDATE")
         assert asyncio.run(index()) == (1, 1)
     assert asyncio.run(index()) == (1, 0)
     rows = _rows(database_url, "SELECT message_id, embedding IS NOT NULL, search_tokens FROM messages ORDER BY 1")
