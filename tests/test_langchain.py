@@ -26,6 +26,8 @@ from memsys.integrations.langchain import MemsysChatMessageHistory, MemsysRetrie
 from tests.conftest import ServerProcess
 from tests.integration_support import _empty_tables, acme, http, keys, server  # noqa: F401  (fixtures)
 
+pytestmark = pytest.mark.integrations  # pytest -m integrations (.ci/run); not in the default run
+
 ROOT = Path(__file__).resolve().parent.parent
 V3 = "/api/v3/agentic"
 

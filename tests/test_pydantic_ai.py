@@ -31,6 +31,8 @@ from tests.fake_llm import FakeLLM, tool_calls
 from tests.integration_support import _empty_tables, http, keys, server  # noqa: F401  (fixtures)
 from tests.tenancy_support import bearer
 
+pytestmark = pytest.mark.integrations  # pytest -m integrations (.ci/run); not in the default run
+
 ROOT = Path(__file__).resolve().parent.parent
 V3 = "/api/v3/agentic"
 EXAMPLE = ROOT / "examples" / "pydantic_ai_memory.py"

@@ -19,6 +19,8 @@ import pytest
 from tests.conftest import ServerProcess, empty_tables, process_env
 from tests.tenancy_support import bearer, create_key
 
+pytestmark = pytest.mark.integrations  # pytest -m integrations (.ci/run); not in the default run
+
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "clients" / "typescript"
 DOC = ROOT / "docs" / "integrations" / "typescript.md"
