@@ -57,8 +57,7 @@ class RequestLimit(ASGIMiddleware):
         self._origins = {origin.rstrip("/").lower() for origin in settings.allowed_origins}
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
-        # A mount (``/mcp``) sees its own path in scope["path"]; the raw one is the request's.
-        path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        path = request_path(scope)
         if scope["type"] != "http" or not path.startswith(ADMITTED):
             await next_app(scope, receive, send)
             return
@@ -206,6 +205,12 @@ async def _run_bounded(
             await watcher
         if not app.done():
             app.cancel()
+
+
+def request_path(scope: Scope) -> str:
+    """The path the client asked for: a mount (``/mcp``) sees its own path in scope["path"], the raw one is the
+    request's."""
+    return (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
 
 
 def _principal(headers: Headers) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import math
 import time
 
@@ -25,6 +24,7 @@ from app.observability.metrics import (
     MESSAGES_WAITING,
 )
 from app.runtime import Runtime
+from app.tenancy.service import is_loopback
 
 
 class Gauges:
@@ -74,14 +74,7 @@ async def metrics(request: Request) -> Response:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
             raise Unauthorized("GET /metrics needs Authorization: Bearer <MEMSYS_METRICS_TOKEN>")
-    elif not _loopback(request.client.host if request.client else ""):
+    elif request.client is None or not is_loopback(request.client.host):
         raise Forbidden("GET /metrics answers loopback clients only; set MEMSYS_METRICS_TOKEN to scrape it remotely")
     await request.app.state.gauges.fresh(runtime)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

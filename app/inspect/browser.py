@@ -25,6 +25,7 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.types import Message, Scope
 
 from app.http.auth import INSPECTOR_PATH
+from app.http.limits import request_path
 
 SESSION_SECONDS = 12 * 3600
 MAX_SESSIONS = 10_000
@@ -117,5 +118,5 @@ async def security_headers(message: Message, scope: Scope) -> None:
 
 
 def _is_inspector(scope: Scope) -> bool:
-    path = (scope.get("raw_path") or scope.get("path", "").encode()).decode("latin-1")
+    path = request_path(scope)
     return path == INSPECTOR_PATH or path.startswith(INSPECTOR_PATH + "/")
