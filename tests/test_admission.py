@@ -187,10 +187,23 @@ def test_browser_checks(server, keys):
         assert answer.status_code == 415 and "Content-Type" in answer.json()["message"], answer.text
 
 
-def test_a_request_over_its_deadline_is_stopped(database_url, keys, server_process_factory):
-    quick = server_process_factory({**process_env(database_url), **LIMITS, "MEMSYS_REQUEST_TIMEOUT_SECONDS": "0.2"})
+def test_a_request_over_its_deadline_is_stopped(database_url, keys, server_process_factory, fake_llm):
+    """An agentic call whose LLM answers after 10 s is stopped at the 2 s deadline; a quick search is not."""
+    from tests.fake_llm import Reply
+
+    env = {**process_env(database_url), **LIMITS, "MEMSYS_REQUEST_TIMEOUT_SECONDS": "2"}
+    quick = server_process_factory({**env, "MEMSYS_LLM_ALLOW_PRIVATE_URLS": "true"})
     quick.start(timeout=120)
-    answer = httpx.post(quick.base_url + SEARCH, json=FAN_OUT, headers=bearer(keys["noisy"]), timeout=30)
+    fake_llm.handler = lambda body: Reply(content={"is_sufficient": True, "refined_queries": []}, delay=10)
+    slow = {
+        "query": "launch",
+        "group_id": "g1",
+        "retrieval_mode": "bm25",
+        "llm_config": {"api_key": "k", "base_url": fake_llm.base_url, "model": "m"},
+    }
+    answer = httpx.post(
+        quick.base_url + "/api/v3/agentic/retrieve_agentic", json=slow, headers=bearer(keys["noisy"]), timeout=30
+    )
     assert answer.status_code == 504, answer.text
     assert answer.json()["code"] == "REQUEST_TIMEOUT" and "MEMSYS_REQUEST_TIMEOUT_SECONDS" in answer.json()["message"]
     quick_one = {"query": "launch", "group_id": "g1", "retrieval_mode": "bm25"}  # no model to wait for
