@@ -163,6 +163,9 @@ class Settings(BaseSettings):
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
     rrf_k: int = 60
+    assistant_weight: float = Field(default=0.5, ge=0, le=1)
+    """What an assistant's turn (event log, pending message) weighs in the ranking against a person's: the
+    senders assistant/system/tool, or a conversation-meta role of assistant. 1 ranks them alike."""
     rrf_candidates: int = 100
     """Rows each leg of the hybrid query contributes to the fusion."""
     hnsw_ef_search: int = 800

@@ -20,6 +20,8 @@
 --   \set leg_limit 100
 --   \set top_k 20
 --   \set rrf_k 60
+--   \set assistant_weight 0.5
+--   \set assistant_senders '''{"assistant","system","tool"}'''
 --   \set k1 1.2
 --   \set b 0.75
 --   \set bm25_df_budget 10000
@@ -53,7 +55,7 @@ SET LOCAL jit = off;
 -- One statement for the three modes: a leg runs when its input is given (:embedding for the vector leg,
 -- :query_tokens for BM25; rrf gives both, embedding and bm25 one each). Every filter sits inside each leg.
 --
--- score, in [0, 1], higher is better:
+-- score, in [0, 1], higher is better (an assistant's turn's times :assistant_weight, see weighted):
 --   both legs (rrf): sum over legs of 1/(rrf_k + rank), divided by 2/(rrf_k + 1), its value for a memory
 --                    ranked first by both legs;
 --   vector leg only: cosine similarity, clipped at 0;
@@ -250,13 +252,29 @@ bm25_leg AS (
     ORDER BY bm25 DESC, id
     LIMIT :leg_limit
 ),
--- Ranked before the memories are read back, so only top_k rows are fetched.
+-- An assistant's turn (an event-log entry or a pending message of the senders 'assistant', 'system' or 'tool',
+-- or of a sender whose conversation-meta role is assistant) weighs :assistant_weight: what a user said about
+-- their life outranks a long reply that shares its words. Ranked before the memories' content is read back,
+-- so only top_k rows are fetched whole.
 fused AS (
     SELECT coalesce(v.id, k.id) AS id, v.cosine, v.rank AS vector_rank, k.bm25, k.rank AS bm25_rank,
            coalesce(1.0 / (:rrf_k + v.rank), 0) + coalesce(1.0 / (:rrf_k + k.rank), 0) AS rrf
     FROM vector_leg v
     FULL OUTER JOIN bm25_leg k ON k.id = v.id
-    ORDER BY rrf DESC, id
+),
+weighted AS (
+    SELECT f.*, f.rrf * w.weight AS weighted_rrf, w.weight
+    FROM fused f
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN coalesce(
+            (SELECT (m.metadata ->> 'assistant')::boolean FROM memories m
+             WHERE m.tenant_id = :tenant_id AND m.id = f.id),
+            (SELECT p.sender = ANY (CAST(:assistant_senders AS text[])) FROM messages p
+             WHERE left(CAST(f.id AS text), 19) = '00000000-0000-0000-' AND p.tenant_id = :tenant_id
+               AND p.id = CAST(CAST('x' || right(replace(CAST(f.id AS text), '-', ''), 16) AS bit(64)) AS bigint)),
+            false) THEN CAST(:assistant_weight AS float8) ELSE 1.0 END AS weight
+    ) w
+    ORDER BY weighted_rrf DESC, id
     LIMIT :top_k
 )
 SELECT
@@ -269,19 +287,19 @@ SELECT
     coalesce(m.source_message_ids, ARRAY[p.message_id]) AS source_message_ids, m.valid_from, m.valid_to,
     coalesce(m.metadata, jsonb_build_object('formed', false, 'sender_name', p.sender_name,
                                            'group_name', p.group_name)) AS metadata,
-    f.cosine, f.vector_rank, f.bm25, f.bm25_rank, f.rrf,
-    CASE CAST(:retrieval_mode AS text)
+    f.cosine, f.vector_rank, f.bm25, f.bm25_rank, f.rrf, f.weight AS speaker_weight,
+    f.weight * CASE CAST(:retrieval_mode AS text)
         WHEN 'rrf' THEN f.rrf / (2.0 / (:rrf_k + 1))
         WHEN 'embedding' THEN greatest(f.cosine, 0)
         ELSE f.bm25 / (SELECT max_score FROM bm25_query)
     END AS score,
     (SELECT count(*) FROM vector_leg) AS emb_count,
     (SELECT count(*) FROM bm25_leg) AS bm25_count
-FROM fused f
+FROM weighted f
 LEFT JOIN memories m ON m.tenant_id = :tenant_id AND m.id = f.id
 LEFT JOIN messages p ON left(CAST(f.id AS text), 19) = '00000000-0000-0000-' AND p.tenant_id = :tenant_id AND p.id = CAST(CAST('x' || right(replace(CAST(f.id AS text), '-', ''), 16) AS bit(64)) AS bigint)
 WHERE m.id IS NOT NULL OR p.id IS NOT NULL
-ORDER BY f.rrf DESC, f.id;
+ORDER BY f.weighted_rrf DESC, f.id;
 
 -- name: hidden_counts
 -- Why an answer came back short (fewer than top_k): how many memories of the searched type the request's

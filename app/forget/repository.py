@@ -12,9 +12,9 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import agent_offloads, conversation_meta, forgotten_users, memcells, memories, messages, profiles
+from app.formation.memcell import ASSISTANT_SENDERS
 from app.memorize.repository import memcells_of_sender
 
-ASSISTANT_SENDERS = ("assistant", "system", "tool")
 """The senders the v1 routes give an assistant's, system's or tool's message sent without a ``sender_id``."""
 
 

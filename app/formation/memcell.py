@@ -9,6 +9,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from app.formation.streams import Stream
 
+ASSISTANT_SENDERS = ("assistant", "system", "tool")
+"""The senders of an assistant's, system's and tool's messages (the integrations and the proxy send these): forget
+and export count them as the user's conversation; retrieval weighs them ``assistant_weight``."""
+
 # A pending message as read from the buffer: id, message_id, group_name, create_time, sender,
 # sender_name, content, refer_list, boundary_checked, extract_attempts.
 Message = dict[str, Any]
@@ -75,6 +79,10 @@ class Context:
     def role_of(self, user_id: str) -> str | None:
         return (((self.meta or {}).get("user_details") or {}).get(user_id) or {}).get("role")
 
+    def is_assistant(self, user_id: str) -> bool:
+        """An AI's turn, not a person's: a sender of ``ASSISTANT_SENDERS`` or with the role assistant."""
+        return user_id in ASSISTANT_SENDERS or (self.role_of(user_id) or "").lower() == "assistant"
+
     def where(self, cell: MemCell) -> str:
         """The conversation's name as people say it."""
         names = [m["group_name"] for m in cell.messages if m.get("group_name")]
@@ -113,21 +121,38 @@ class Draft:
         return embedding_text(self.title, self.content, self.before[len(self.before) - n :], self.after[:n])
 
     def search_text(self) -> str:
-        """What BM25 indexes: title and content, and the context around it."""
+        """What BM25 indexes: title and content, and the context around it (each turn cut as for the vector)."""
         own = "\n".join(part for part in (self.title, self.content) if part)
         if not (self.before or self.after):
             return own
-        return "\n".join([own, *self.before, own, *self.after])
+        return "\n".join([own, *nearest_end(self.before), own, *nearest_start(self.after)])
+
+
+NEIGHBOUR_CHARS = 300
+"""Of a turn next to a message, the part nearest to it that is indexed with the message (the end of a turn
+before, the start of one after): a 2,000-character reply beside a one-line question would otherwise fill the
+question's vector (the embedder reads 256 tokens) and its BM25 document."""
 
 
 def embedding_text(title: str | None, content: str, before: list[str], after: list[str]) -> str:
     """What a memory's vector is made from: its title and content, and the turns next to it (an offline
-    event-log entry's). With context, the memory's own text appears twice: its words weigh double against
-    its neighbours'. ``memsys reembed`` makes the same text again from the stored rows."""
+    event-log entry's, each cut to its ``NEIGHBOUR_CHARS`` nearest characters). With context, the memory's own
+    text appears twice: its words weigh double against its neighbours'. ``memsys reembed`` makes the same text
+    again from the stored rows."""
     own = "\n".join(part for part in (title, content) if part)
     if not (before or after):
         return own
-    return "\n".join([own, *before, own, *after])
+    return "\n".join([own, *nearest_end(before), own, *nearest_start(after)])
+
+
+def nearest_end(turns: list[str]) -> list[str]:
+    """Turns before a message, each cut to its last ``NEIGHBOUR_CHARS`` characters (at a word)."""
+    return [turn if len(turn) <= NEIGHBOUR_CHARS else turn[-NEIGHBOUR_CHARS:].partition(" ")[2] for turn in turns]
+
+
+def nearest_start(turns: list[str]) -> list[str]:
+    """Turns after a message, each cut to its first ``NEIGHBOUR_CHARS`` characters (at a word)."""
+    return [turn if len(turn) <= NEIGHBOUR_CHARS else turn[:NEIGHBOUR_CHARS].rpartition(" ")[0] for turn in turns]
 
 
 @dataclass

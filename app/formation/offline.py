@@ -102,7 +102,11 @@ def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[s
             source_message_ids=[m["message_id"]],
             user_id=m["sender"],
             group_id=group_id,
-            metadata={"extraction": "offline", "local_time": m["create_time"].astimezone(zone).isoformat()},
+            metadata={
+                "extraction": "offline",
+                "local_time": m["create_time"].astimezone(zone).isoformat(),
+                **({"assistant": True} if context.is_assistant(m["sender"]) else {}),
+            },
             before=lines[max(0, i - CONTEXT_TURNS) : i],
             after=lines[i + 1 : i + 1 + CONTEXT_TURNS],
         )

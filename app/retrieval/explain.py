@@ -1,7 +1,8 @@
 """``"explain": true``: why a memory was recalled, from what the hybrid statement and the weighting computed.
 
 Per memory: each leg's raw figure and rank (the vector leg's cosine distance, the BM25 leg's score) and its
-reciprocal-rank contribution ``1/(rrf_k + rank)``, their sum, the score the mode reports, the time and type
+reciprocal-rank contribution ``1/(rrf_k + rank)``, their sum, the speaker's weight (an assistant's turn weighs
+``assistant_weight``, already in the score), the score the mode reports, the time and type
 weights applied after the search, and the reranker's score where one reordered the memories. A leg that did
 not find the memory is ``null``: its contribution is 0.
 """
@@ -19,6 +20,7 @@ def explanation(memory: dict[str, Any], *, mode: str, rrf_k: int, reranker: str 
         "vector": _leg(memory.get("vector_rank"), rrf_k, cosine=memory.get("cosine")),
         "bm25": _leg(memory.get("bm25_rank"), rrf_k, bm25=memory.get("bm25")),
         "rrf": {"k": rrf_k, "sum": _float(memory.get("rrf")), "best_possible": _float(2.0 / (rrf_k + 1))},
+        "speaker_weight": _float(memory.get("speaker_weight", 1.0)),
         "retrieval_score": _float(memory.get("retrieval_score", memory.get("score"))),
         "weights": {"time": weights.get("time", weight), "type": weights.get("type", 1.0), "product": weight},
         "order_key": _float(float(memory.get("score") or 0.0) * weight),

@@ -38,6 +38,8 @@ def sql_literal(value: Any) -> str:
         return repr(value)
     if isinstance(value, datetime | date):
         value = value.isoformat()
+    if isinstance(value, list | tuple):  # a text[] literal: '{"a","b"}'
+        value = "{" + ",".join('"' + str(item).replace("\\", "\\\\").replace('"', '\\"') + '"' for item in value) + "}"
     return "'" + str(value).replace("'", "''") + "'"
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.named_sql import query
+from app.formation.memcell import ASSISTANT_SENDERS
 from app.db.tables import profiles
 
 
@@ -40,6 +41,7 @@ class SearchTuning:
     ef_search: int
     max_scan_tuples: int
     rrf_k: int
+    assistant_weight: float
     k1: float
     b: float
     bm25_df_budget: int
@@ -83,6 +85,8 @@ def search_parameters(
         "leg_limit": tuning.leg_limit,
         "top_k": top_k,
         "rrf_k": tuning.rrf_k,
+        "assistant_weight": tuning.assistant_weight,
+        "assistant_senders": list(ASSISTANT_SENDERS),
         "k1": tuning.k1,
         "b": tuning.b,
         "bm25_df_budget": tuning.bm25_df_budget,

@@ -132,6 +132,7 @@ def tuning_for(settings: Settings, mode: str, top_k: int) -> SearchTuning:
         ef_search=min(max(settings.hnsw_ef_search, leg_limit), MAX_EF_SEARCH),
         max_scan_tuples=settings.hnsw_max_scan_tuples,
         rrf_k=settings.rrf_k,
+        assistant_weight=settings.assistant_weight,
         k1=settings.bm25_k1,
         b=settings.bm25_b,
         bm25_df_budget=settings.bm25_df_budget,
@@ -351,4 +352,5 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
         "vector_rank": row["vector_rank"],
         "bm25_rank": row["bm25_rank"],
         "rrf": float(row["rrf"]),
+        "speaker_weight": float(row["speaker_weight"]),
     }
