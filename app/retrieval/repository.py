@@ -64,6 +64,9 @@ def search_parameters(
     top_k: int,
     radius: float | None,
     tuning: SearchTuning,
+    xl_vector: list[float] | None = None,
+    query_language: str = "en",
+    xl_scale: float = 1.0,
 ) -> dict[str, Any]:
     """The bind parameters of ``hybrid_search`` (also what ``explain`` prints). ``tenant`` is the transaction's:
     the statement names it for Citus's routing; row-level security holds the tenant anyway."""
@@ -72,6 +75,9 @@ def search_parameters(
         "retrieval_mode": mode,
         "embedding": vector_literal(query_vector) if query_vector is not None else None,
         "embedding_model": embedding_model,
+        "embedding_xl": vector_literal(xl_vector) if xl_vector is not None and query_vector is not None else None,
+        "query_language": query_language,
+        "xl_scale": xl_scale,
         "query_tokens": query_tokens,
         "memory_type": filters.memory_type,
         "user_id": filters.user_id,

@@ -17,6 +17,8 @@ from app.errors import InvalidParameter, ServiceUnavailable
 from app.observability import metrics
 from app.providers.embeddings import embedder_name
 from app.retrieval import repository
+from app.formation.language import detect_language
+from app.retrieval.cutoff import xl_scale
 from app.retrieval.explain import explanation
 from app.retrieval.repository import SearchFilters, SearchTuning
 from app.retrieval.schemas import (
@@ -160,9 +162,13 @@ async def search(
         started = time.perf_counter()
         query_vector = (await runtime.embedder.embed([query], query=True))[0]
         embedding_ms = (time.perf_counter() - started) * 1000
+    xl_vector = None
+    if mode != "bm25" and runtime.xl_embedder is not None:
+        xl_vector = (await runtime.xl_embedder.embed([query], query=True))[0]
     tuning = tuning_for(runtime.settings, mode, top_k)
     # jieba segments the query in Python: off the event loop.
     tokens = await run_off_loop(search_tokens, query) if mode != "embedding" else ""
+    language = await run_off_loop(detect_language, [query]) if xl_vector is not None else "en"
     parameters = repository.search_parameters(
         tenant=runtime.tenant,
         mode=mode,
@@ -173,6 +179,9 @@ async def search(
         top_k=top_k,
         radius=radius,
         tuning=tuning,
+        xl_vector=xl_vector,
+        query_language=language,
+        xl_scale=xl_scale(runtime.settings),
     )
     wait_s = runtime.settings.db_pool_timeout_seconds
     async with runtime.searches.slot(wait_s, lambda: ServiceUnavailable(f"No search slot freed within {wait_s:g}s")):
