@@ -251,6 +251,8 @@ async def ask_memsys(
             for source in SOURCES:
                 jobs.append((Variant("memsys", mode, source), position, "retrieve_lightweight",
                              {**base, "retrieval_mode": mode, "data_source": source}))
+        jobs.append((Variant("memsys", "rrf+time_aware", "event_log"), position, "retrieve_lightweight",
+                     {**base, "retrieval_mode": "rrf", "data_source": "event_log", "time_aware": True}))
         if llm:
             jobs.append((Variant("memsys", "agentic", "event_log"), position, "retrieve_agentic",
                          {**base, "data_source": "event_log", "top_k": 20, "llm_config": llm}))
