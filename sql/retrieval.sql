@@ -72,9 +72,10 @@ WITH
 -- and BM25 text (app/memorize/searchable.py); they are candidates of both legs, under the request's filters
 -- (the sender as user_id, the create_time as timestamp), until the transaction that forms them marks them
 -- processed. Their ids are the messages' bigint ids written as a uuid of sixteen leading zeros,
--- which no memory id (a version-4 uuid) can be, read back in the last SELECT.
+-- which no memory id (a version-4 uuid) can be; weighted carries the row of each that ranks (message_row).
 pending_messages AS MATERIALIZED (
-    SELECT p.id, p.embedding, p.embedding_model, p.doc_len, p.tsv
+    SELECT p.id, CAST(lpad(to_hex(p.id), 32, '0') AS uuid) AS uid, p.sender, p.embedding, p.embedding_model,
+           p.doc_len, p.tsv
     FROM messages p
     WHERE CAST(:include_pending AS boolean)
       AND p.tenant_id = :tenant_id
@@ -122,7 +123,7 @@ vector_hits AS MATERIALIZED (
      ORDER BY xl_distance
      LIMIT :leg_limit)
     UNION ALL
-    (SELECT CAST(lpad(to_hex(p.id), 32, '0') AS uuid), p.embedding <=> CAST(:embedding AS vector) AS distance,
+    (SELECT p.uid, p.embedding <=> CAST(:embedding AS vector) AS distance,
             CAST(NULL AS float8), CAST(NULL AS text)
      FROM pending_messages p
      WHERE CAST(:embedding AS vector) IS NOT NULL
@@ -187,7 +188,7 @@ bm25_scope AS MATERIALIZED (
            AND (CAST(:valid_on AS date) IS NULL
                 OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
         UNION ALL
-        (SELECT CAST(lpad(to_hex(p.id), 32, '0') AS uuid), p.doc_len, p.tsv
+        (SELECT p.uid, p.doc_len, p.tsv
          FROM pending_messages p
          WHERE (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
            AND coalesce(:query_tokens, '') <> '')
@@ -275,7 +276,7 @@ bm25_candidates AS MATERIALIZED (
     WHERE NOT (SELECT exact FROM bm25_corpus)
     LIMIT :bm25_max_candidates)
     UNION ALL
-    SELECT CAST(lpad(to_hex(p.id), 32, '0') AS uuid), p.doc_len, p.tsv
+    SELECT p.uid, p.doc_len, p.tsv
     FROM pending_messages p
     WHERE NOT (SELECT exact FROM bm25_corpus) AND p.tsv @@ (SELECT rare_terms FROM bm25_query)
 ),
@@ -312,16 +313,14 @@ fused AS (
     FULL OUTER JOIN bm25_leg k ON k.id = v.id
 ),
 weighted AS (
-    SELECT f.*, f.rrf * w.weight AS weighted_rrf, w.weight
+    SELECT f.*, f.rrf * w.weight AS weighted_rrf, w.weight, p.id AS message_row
     FROM fused f
+    LEFT JOIN memories m ON m.tenant_id = :tenant_id AND m.id = f.id
+    LEFT JOIN pending_messages p ON p.uid = f.id
     CROSS JOIN LATERAL (
-        SELECT CASE WHEN coalesce(
-            (SELECT (m.metadata ->> 'assistant')::boolean FROM memories m
-             WHERE m.tenant_id = :tenant_id AND m.id = f.id),
-            (SELECT p.sender = ANY (CAST(:assistant_senders AS text[])) FROM messages p
-             WHERE left(CAST(f.id AS text), 19) = '00000000-0000-0000-' AND p.tenant_id = :tenant_id
-               AND p.id = CAST(CAST('x' || right(replace(CAST(f.id AS text), '-', ''), 16) AS bit(64)) AS bigint)),
-            false) THEN CAST(:assistant_weight AS float8) ELSE 1.0 END AS weight
+        SELECT CASE WHEN coalesce((m.metadata ->> 'assistant')::boolean,
+                                  p.sender = ANY (CAST(:assistant_senders AS text[])), false)
+                    THEN CAST(:assistant_weight AS float8) ELSE 1.0 END AS weight
     ) w
     ORDER BY weighted_rrf DESC, id
     LIMIT :top_k
@@ -346,7 +345,7 @@ SELECT
     (SELECT count(*) FROM bm25_leg) AS bm25_count
 FROM weighted f
 LEFT JOIN memories m ON m.tenant_id = :tenant_id AND m.id = f.id
-LEFT JOIN messages p ON left(CAST(f.id AS text), 19) = '00000000-0000-0000-' AND p.tenant_id = :tenant_id AND p.id = CAST(CAST('x' || right(replace(CAST(f.id AS text), '-', ''), 16) AS bit(64)) AS bigint)
+LEFT JOIN messages p ON p.tenant_id = :tenant_id AND p.id = f.message_row
 WHERE m.id IS NOT NULL OR p.id IS NOT NULL
 ORDER BY f.weighted_rrf DESC, f.id;
 
