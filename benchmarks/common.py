@@ -141,6 +141,15 @@ def _fmt(value: object) -> str:
     return "" if value is None else str(value)
 
 
+async def wait_until_formed(client: httpx.AsyncClient, poll_s: float = 2.0) -> None:
+    """Until every message stored is formed into memories (``/health``'s ``messages_waiting`` is 0): flush waits
+    at most ``MEMSYS_FLUSH_TIMEOUT_SECONDS``, and a benchmark must not ask while formation still runs."""
+    import asyncio
+
+    while (await client.get("/health")).json()["result"]["formation"]["messages_waiting"]:
+        await asyncio.sleep(poll_s)
+
+
 def stop(process: subprocess.Popen, timeout_s: float = 30) -> None:
     """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``."""
     process.terminate()

@@ -28,7 +28,15 @@ import httpx
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``app`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import RESULTS_DIR, memsys_server, panel_plot, percentiles, print_table, save
+from benchmarks.common import (
+    RESULTS_DIR,
+    memsys_server,
+    panel_plot,
+    percentiles,
+    print_table,
+    save,
+    wait_until_formed,
+)
 from benchmarks.evidence_recall import TOKEN_BUDGETS, TOP_K, Retrieved, clean_evidence, mean_scores, question_scores
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -179,7 +187,8 @@ async def ingest_conversation(client: httpx.AsyncClient, conversation: Conversat
 
 
 async def ingest(base_url: str, conversations: list[Conversation], concurrency: int) -> float:
-    """Memorize every conversation (``concurrency`` at a time, each in order); the seconds it took."""
+    """Memorize every conversation (``concurrency`` at a time, each in order) and wait until all is formed; the
+    seconds it took."""
     started = time.perf_counter()
     gate = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
@@ -189,6 +198,7 @@ async def ingest(base_url: str, conversations: list[Conversation], concurrency: 
                 await ingest_conversation(client, conversation)
 
         await asyncio.gather(*(one(c) for c in conversations))
+        await wait_until_formed(client)
     return time.perf_counter() - started
 
 

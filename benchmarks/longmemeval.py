@@ -41,7 +41,15 @@ import httpx
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import RESULTS_DIR, memsys_server, panel_plot, percentiles, print_table, save
+from benchmarks.common import (
+    RESULTS_DIR,
+    memsys_server,
+    panel_plot,
+    percentiles,
+    print_table,
+    save,
+    wait_until_formed,
+)
 from benchmarks.evidence_recall import Retrieved, recall_at_tokens
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared/datasets/longmemeval/longmemeval_s_dev.jsonl.gz"
@@ -109,11 +117,15 @@ def parse_date(text: str) -> datetime:
     return datetime.strptime(f"{day} {clock.split(') ')[1]}", "%Y/%m/%d %H:%M").replace(tzinfo=UTC)
 
 
-def load(path: Path, limit: int | None = None) -> list[Question]:
+def load(path: Path, limit: int | None = None, after: int | None = None) -> list[Question]:
+    """The questions (``limit``: spread over the types; ``after``: less those a ``--questions after`` run took)."""
     with gzip.open(path, "rt") as source:
         items = json.loads(source.readline())["items"]
         sessions = {s["session_id"]: s["turns"] for s in map(json.loads, source)}
     chosen = items if limit is None else _stratified(items, limit)
+    if after:
+        taken = {item["question_id"] for item in _stratified(items, after)}
+        chosen = [item for item in chosen if item["question_id"] not in taken]
     questions = []
     for index, item in enumerate(chosen):
         turns: list[Turn] = []
@@ -198,11 +210,7 @@ async def ingest(base_url: str, questions: list[Question], concurrency: int) -> 
 
         await asyncio.gather(*(one(q) for q in questions))
         acknowledged = time.perf_counter() - started
-        while True:
-            formation = (await client.get("/health")).json()["result"]["formation"]
-            if formation["messages_waiting"] == 0:
-                break
-            await asyncio.sleep(2)
+        await wait_until_formed(client)
     turns = sum(len(q.turns) for q in questions)
     formed = time.perf_counter() - started
     return {
@@ -390,19 +398,32 @@ def question_figures(question: Question, ranked: list[Item]) -> dict:
     return figures
 
 
-def score(questions: list[Question], ranked: dict[Variant, list[list[Item]]]) -> list[dict]:
+def per_question(questions: list[Question], ranked: dict[Variant, list[list[Item]]]) -> list[dict]:
+    """Each scored question's figures per variant (saved, so that runs on other questions can be combined)."""
+    return [
+        {"question_id": q.question_id, "question_type": q.question_type,
+         "figures": {v.name: question_figures(q, ranked[v][i]) for v in ranked}}
+        for i, q in enumerate(questions)
+        if q.scored
+    ]
+
+
+def score(scored: list[dict]) -> list[dict]:
+    """Mean figures per variant, overall and per type, of ``per_question``'s entries (one run's or several)."""
     rows = []
-    for variant, per_question in ranked.items():
-        figures = [question_figures(q, r) for q, r in zip(questions, per_question, strict=True)]
-        groups = [("all", [i for i, q in enumerate(questions) if q.scored])] + [
-            (t, [i for i, q in enumerate(questions) if q.scored and q.question_type == t]) for t in TYPES
+    names = list(dict.fromkeys(name for q in scored for name in q["figures"]))
+    for name in names:
+        system, mode, source = name.split("/")
+        figures = [q["figures"].get(name, {}) for q in scored]
+        groups = [("all", list(range(len(scored))))] + [
+            (t, [i for i, q in enumerate(scored) if q["question_type"] == t]) for t in TYPES
         ]
         for group, members in groups:
             if not members:
                 continue
             keys = sorted({key for i in members for key in figures[i]})
-            row = {"system": variant.system, "retrieval_mode": variant.retrieval_mode,
-                   "data_source": variant.data_source, "question_type": group, "questions": len(members)}
+            row = {"system": system, "retrieval_mode": mode,
+                   "data_source": source, "question_type": group, "questions": len(members)}
             for key in keys:
                 values = [figures[i][key] for i in members if key in figures[i]]
                 row[key] = round(statistics.fmean(values), 3)
@@ -449,7 +470,7 @@ def plot(rows: list[dict], out_dir: Path) -> Path:
 
 def run(args: argparse.Namespace) -> dict:
     run_started = time.perf_counter()
-    questions = load(args.data, args.questions)
+    questions = load(args.data, args.questions, args.after)
     llm = {"base_url": args.llm, "model": args.llm_model} if args.llm else None
     started = time.perf_counter()
     ranked = ask_baselines(questions) if not args.no_baselines else {}
@@ -463,7 +484,8 @@ def run(args: argparse.Namespace) -> dict:
         memsys_ranked, latencies = asyncio.run(ask_memsys(base_url, questions, llm, args.concurrency))
         question_s = time.perf_counter() - started
     ranked.update(memsys_ranked)
-    rows = score(questions, ranked)
+    scored = per_question(questions, ranked)
+    rows = score(scored)
     print_results(rows)
     config = {
         "data": str(args.data),
@@ -484,7 +506,8 @@ def run(args: argparse.Namespace) -> dict:
         "total_s": round(time.perf_counter() - run_started, 1),
     }
     out_dir = Path(args.out)
-    path = save("results", config, rows, out_dir, extra={"benchmark": "longmemeval", "timing": timing})
+    extra = {"benchmark": "longmemeval", "timing": timing, "per_question": scored}
+    path = save("results", config, rows, out_dir, extra=extra)
     figure = plot(rows, out_dir)
     print(f"\n{json.dumps(timing)}\nwrote {path} and {figure.name}")
     return {"path": path, "rows": rows, "timing": timing}
@@ -494,6 +517,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LongMemEval_S in the dev split's format")
     parser.add_argument("--questions", type=int, help="N questions spread over the types (default: all)")
+    parser.add_argument("--after", type=int, help="less the questions of a --questions AFTER run (the next ones)")
+    parser.add_argument("--combine", type=Path, nargs="+", help="only score the union of these runs' results.json")
     parser.add_argument("--base-url", help="a running memsys; default: start one on a fresh embedded database")
     parser.add_argument("--data-dir", type=Path, help="the database directory of the memsys it starts (kept)")
     parser.add_argument("--skip-ingest", action="store_true", help="ask only (the data is already in)")
@@ -505,5 +530,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def combine(args: argparse.Namespace) -> Path:
+    """One results.json (and plot) over the questions of several runs, from their saved per-question figures."""
+    runs = [json.loads(path.read_text()) for path in args.combine]
+    scored = [q for run_ in runs for q in run_["per_question"]]
+    rows = score(scored)
+    print_results(rows)
+    config = {"combined": [str(p) for p in args.combine], "scored_questions": len(scored),
+              "runs": [run_["config"] for run_ in runs]}
+    extra = {"benchmark": "longmemeval", "timing": [run_["timing"] for run_ in runs], "per_question": scored}
+    path = save("results", config, rows, Path(args.out), extra=extra)
+    plot(rows, Path(args.out))
+    print(f"wrote {path}")
+    return path
+
+
 if __name__ == "__main__":
-    run(parse_args())
+    arguments = parse_args()
+    combine(arguments) if arguments.combine else run(arguments)
