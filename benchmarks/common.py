@@ -141,6 +141,14 @@ def _fmt(value: object) -> str:
     return "" if value is None else str(value)
 
 
+async def post_json(client: httpx.AsyncClient, path: str, body: dict) -> dict:
+    """POST ``body`` to memsys; its JSON answer, or RuntimeError with the status and the start of the body."""
+    response = await client.post(path, json=body)
+    if response.status_code != 200:
+        raise RuntimeError(f"POST {path} -> {response.status_code}: {response.text[:500]}")
+    return response.json()
+
+
 async def wait_until_formed(client: httpx.AsyncClient, poll_s: float = 2.0) -> None:
     """Until every message stored is formed into memories (``/health``'s ``messages_waiting`` is 0): flush waits
     at most ``MEMSYS_FLUSH_TIMEOUT_SECONDS``, and a benchmark must not ask while formation still runs."""

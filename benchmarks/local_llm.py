@@ -44,7 +44,7 @@ import httpx
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``app`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import RESULTS_DIR, ROOT, memsys_server, percentiles, print_table, save
+from benchmarks.common import RESULTS_DIR, ROOT, memsys_server, percentiles, post_json, print_table, save
 from benchmarks.evidence_recall import Retrieved, within_budget
 from benchmarks.llama_runtime import (
     DEFAULT_CACHE,
@@ -62,7 +62,6 @@ from benchmarks.locomo import (
     Conversation,
     Question,
     Variant,
-    _post,
     ask_baselines,
     ask_memsys,
     ingest,
@@ -234,7 +233,7 @@ def memsys_contexts(base_url: str, conversation: Conversation, questions: list[Q
             out = []
             for question in questions:
                 body = {**question_body(conversation, question), "retrieval_mode": "rrf", "data_source": "event_log"}
-                memories = (await _post(client, "/api/v3/agentic/retrieve_lightweight", body))["result"]["memories"]
+                memories = (await post_json(client, "/api/v3/agentic/retrieve_lightweight", body))["result"]["memories"]
                 out.append(
                     [
                         Retrieved(

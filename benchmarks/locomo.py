@@ -33,6 +33,7 @@ from benchmarks.common import (
     memsys_server,
     panel_plot,
     percentiles,
+    post_json,
     print_table,
     save,
     wait_until_formed,
@@ -144,16 +145,9 @@ def limit_questions(conversations: list[Conversation], limit: int | None) -> Non
 # --- memsys, through the HTTP API ---------------------------------------------------------------------
 
 
-async def _post(client: httpx.AsyncClient, path: str, body: dict) -> dict:
-    response = await client.post(path, json=body)
-    if response.status_code != 200:
-        raise RuntimeError(f"POST {path} -> {response.status_code}: {response.text[:500]}")
-    return response.json()
-
-
 async def ingest_conversation(client: httpx.AsyncClient, conversation: Conversation) -> None:
     """conversation-meta, every turn in order through memorize, then flush."""
-    await _post(
+    await post_json(
         client,
         "/api/v3/agentic/conversation-meta",
         {
@@ -170,7 +164,7 @@ async def ingest_conversation(client: httpx.AsyncClient, conversation: Conversat
         },
     )
     for turn in conversation.turns:
-        await _post(
+        await post_json(
             client,
             "/api/v3/agentic/memorize",
             {
@@ -183,7 +177,7 @@ async def ingest_conversation(client: httpx.AsyncClient, conversation: Conversat
                 "refer_list": [],
             },
         )
-    await _post(client, "/api/v3/agentic/flush", {"group_id": conversation.sample_id})
+    await post_json(client, "/api/v3/agentic/flush", {"group_id": conversation.sample_id})
 
 
 async def ingest(base_url: str, conversations: list[Conversation], concurrency: int) -> float:
@@ -254,7 +248,7 @@ async def ask_memsys(
         async def one(variant: Variant, position: int, endpoint: str, body: dict) -> None:
             async with gate:
                 started = time.perf_counter()
-                payload = await _post(client, f"/api/v3/agentic/{endpoint}", body)
+                payload = await post_json(client, f"/api/v3/agentic/{endpoint}", body)
                 latencies.append((time.perf_counter() - started) * 1000)
             if metadata is not None:
                 metadata.setdefault(variant, {})[position] = payload["result"].get("metadata") or {}

@@ -46,6 +46,7 @@ from benchmarks.common import (
     memsys_server,
     panel_plot,
     percentiles,
+    post_json,
     print_table,
     save,
     wait_until_formed,
@@ -133,13 +134,28 @@ def load(path: Path, limit: int | None = None, after: int | None = None) -> list
         for number, (session_id, start) in enumerate(zip(item["haystack_session_ids"], dates, strict=True)):
             for k, raw in enumerate(sessions[session_id]):
                 turns.append(
-                    Turn(f"s{number}-t{k}", number, raw["role"], raw["content"], start + k * TURN_OFFSET,
-                         bool(raw.get("has_answer")))
+                    Turn(
+                        f"s{number}-t{k}",
+                        number,
+                        raw["role"],
+                        raw["content"],
+                        start + k * TURN_OFFSET,
+                        bool(raw.get("has_answer")),
+                    )
                 )
         evidence = [n for n, sid in enumerate(item["haystack_session_ids"]) if sid in set(item["answer_session_ids"])]
         questions.append(
-            Question(index, item["question_id"], item["question_type"], item["question"],
-                     parse_date(item["question_date"]), str(item["answer"]), turns, evidence, dates)
+            Question(
+                index,
+                item["question_id"],
+                item["question_type"],
+                item["question"],
+                parse_date(item["question_date"]),
+                str(item["answer"]),
+                turns,
+                evidence,
+                dates,
+            )
         )
     return questions
 
@@ -156,15 +172,8 @@ def _stratified(items: list[dict], limit: int) -> list[dict]:
 # --- memsys, through the HTTP API ---------------------------------------------------------------------
 
 
-async def _post(client: httpx.AsyncClient, path: str, body: dict) -> dict:
-    response = await client.post(path, json=body)
-    if response.status_code != 200:
-        raise RuntimeError(f"POST {path} -> {response.status_code}: {response.text[:500]}")
-    return response.json()
-
-
 async def ingest_question(client: httpx.AsyncClient, question: Question) -> None:
-    await _post(
+    await post_json(
         client,
         "/api/v3/agentic/conversation-meta",
         {
@@ -176,13 +185,15 @@ async def ingest_question(client: httpx.AsyncClient, question: Question) -> None
             "group_id": question.group_id,
             "created_at": question.turns[0].create_time.isoformat(),
             "default_timezone": "UTC",
-            "user_details": {"user": {"full_name": "User", "role": "user"},
-                             "assistant": {"full_name": "Assistant", "role": "assistant"}},
+            "user_details": {
+                "user": {"full_name": "User", "role": "user"},
+                "assistant": {"full_name": "Assistant", "role": "assistant"},
+            },
             "tags": ["longmemeval"],
         },
     )
     for turn in question.turns:
-        await _post(
+        await post_json(
             client,
             "/api/v3/agentic/memorize",
             {
@@ -195,7 +206,7 @@ async def ingest_question(client: httpx.AsyncClient, question: Question) -> None
                 "refer_list": [],
             },
         )
-    await _post(client, "/api/v3/agentic/flush", {"group_id": question.group_id})
+    await post_json(client, "/api/v3/agentic/flush", {"group_id": question.group_id})
 
 
 async def ingest(base_url: str, questions: list[Question], concurrency: int) -> dict:
@@ -257,13 +268,31 @@ async def ask_memsys(
         }
         for mode in MODES:
             for source in SOURCES:
-                jobs.append((Variant("memsys", mode, source), position, "retrieve_lightweight",
-                             {**base, "retrieval_mode": mode, "data_source": source}))
-        jobs.append((Variant("memsys", "rrf+time_aware", "event_log"), position, "retrieve_lightweight",
-                     {**base, "retrieval_mode": "rrf", "data_source": "event_log", "time_aware": True}))
+                jobs.append(
+                    (
+                        Variant("memsys", mode, source),
+                        position,
+                        "retrieve_lightweight",
+                        {**base, "retrieval_mode": mode, "data_source": source},
+                    )
+                )
+        jobs.append(
+            (
+                Variant("memsys", "rrf+time_aware", "event_log"),
+                position,
+                "retrieve_lightweight",
+                {**base, "retrieval_mode": "rrf", "data_source": "event_log", "time_aware": True},
+            )
+        )
         if llm:
-            jobs.append((Variant("memsys", "agentic", "event_log"), position, "retrieve_agentic",
-                         {**base, "data_source": "event_log", "top_k": 20, "llm_config": llm}))
+            jobs.append(
+                (
+                    Variant("memsys", "agentic", "event_log"),
+                    position,
+                    "retrieve_agentic",
+                    {**base, "data_source": "event_log", "top_k": 20, "llm_config": llm},
+                )
+            )
     ranked: dict[Variant, list[list[Item]]] = defaultdict(lambda: [[] for _ in questions])
     latencies: list[float] = []
     gate = asyncio.Semaphore(concurrency)
@@ -272,7 +301,7 @@ async def ask_memsys(
         async def one(variant: Variant, position: int, endpoint: str, body: dict) -> None:
             async with gate:
                 started = time.perf_counter()
-                payload = await _post(client, f"/api/v3/agentic/{endpoint}", body)
+                payload = await post_json(client, f"/api/v3/agentic/{endpoint}", body)
                 if endpoint == "retrieve_lightweight":
                     latencies.append((time.perf_counter() - started) * 1000)
             ranked[variant][position] = [
@@ -401,8 +430,11 @@ def question_figures(question: Question, ranked: list[Item]) -> dict:
 def per_question(questions: list[Question], ranked: dict[Variant, list[list[Item]]]) -> list[dict]:
     """Each scored question's figures per variant (saved, so that runs on other questions can be combined)."""
     return [
-        {"question_id": q.question_id, "question_type": q.question_type,
-         "figures": {v.name: question_figures(q, ranked[v][i]) for v in ranked}}
+        {
+            "question_id": q.question_id,
+            "question_type": q.question_type,
+            "figures": {v.name: question_figures(q, ranked[v][i]) for v in ranked},
+        }
         for i, q in enumerate(questions)
         if q.scored
     ]
@@ -422,8 +454,13 @@ def score(scored: list[dict]) -> list[dict]:
             if not members:
                 continue
             keys = sorted({key for i in members for key in figures[i]})
-            row = {"system": system, "retrieval_mode": mode,
-                   "data_source": source, "question_type": group, "questions": len(members)}
+            row = {
+                "system": system,
+                "retrieval_mode": mode,
+                "data_source": source,
+                "question_type": group,
+                "questions": len(members),
+            }
             for key in keys:
                 values = [figures[i][key] for i in members if key in figures[i]]
                 row[key] = round(statistics.fmean(values), 3)
@@ -433,14 +470,28 @@ def score(scored: list[dict]) -> list[dict]:
     return rows
 
 
-COLUMNS = ("session_any@5", "session_all@5", "session_all@10", "turn_recall@512tok", "turn_recall@2048tok",
-           "official_turn_all@5", "official_turn_all@10", "official_turn_all@50")
+COLUMNS = (
+    "session_any@5",
+    "session_all@5",
+    "session_all@10",
+    "turn_recall@512tok",
+    "turn_recall@2048tok",
+    "official_turn_all@5",
+    "official_turn_all@10",
+    "official_turn_all@50",
+)
 
 
 def print_results(rows: list[dict]) -> None:
     flat = [
-        {"system": r["system"], "mode": r["retrieval_mode"], "source": r["data_source"], "type": r["question_type"],
-         "n": r["questions"], **{c: r.get(c) for c in COLUMNS}}
+        {
+            "system": r["system"],
+            "mode": r["retrieval_mode"],
+            "source": r["data_source"],
+            "type": r["question_type"],
+            "n": r["questions"],
+            **{c: r.get(c) for c in COLUMNS},
+        }
         for r in rows
     ]
     flat.sort(key=lambda r: (r["type"] != "all", r["type"], r["system"], r["mode"], r["source"]))
@@ -454,17 +505,23 @@ def plot(rows: list[dict], out_dir: Path) -> Path:
     for group in ("all", *TYPES):
         series = {
             f"{r['system']} {r['retrieval_mode']} {r['data_source']}": (
-                list(BUDGETS), [r[f"turn_recall@{b}tok"] for b in BUDGETS]
+                list(BUDGETS),
+                [r[f"turn_recall@{b}tok"] for b in BUDGETS],
             )
             for r in rows
-            if r["question_type"] == group and f"turn_recall@{BUDGETS[0]}tok" in r
+            if r["question_type"] == group
+            and f"turn_recall@{BUDGETS[0]}tok" in r
             and not (r["system"] == "memsys" and r["data_source"] == "episode" and r["retrieval_mode"] != "rrf")
         }
         if series:
             panels[f"LongMemEval turn-level evidence recall, {group}"] = series
     return panel_plot(
-        out_dir / "turn_recall_by_type.png", panels,
-        xlabel="budget of retrieved text (tokens, 4 chars each)", ylabel="evidence recall", log2_x=True, columns=3,
+        out_dir / "turn_recall_by_type.png",
+        panels,
+        xlabel="budget of retrieved text (tokens, 4 chars each)",
+        ylabel="evidence recall",
+        log2_x=True,
+        columns=3,
     )
 
 
@@ -536,8 +593,11 @@ def combine(args: argparse.Namespace) -> Path:
     scored = [q for run_ in runs for q in run_["per_question"]]
     rows = score(scored)
     print_results(rows)
-    config = {"combined": [str(p) for p in args.combine], "scored_questions": len(scored),
-              "runs": [run_["config"] for run_ in runs]}
+    config = {
+        "combined": [str(p) for p in args.combine],
+        "scored_questions": len(scored),
+        "runs": [run_["config"] for run_ in runs],
+    }
     extra = {"benchmark": "longmemeval", "timing": [run_["timing"] for run_ in runs], "per_question": scored}
     path = save("results", config, rows, Path(args.out), extra=extra)
     plot(rows, Path(args.out))

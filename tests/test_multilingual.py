@@ -52,7 +52,9 @@ def memorized_in_two_languages(server_url: str, settings: Settings):
     (a MemCell each: its event-log entry has no neighbours), memorized and flushed through the API."""
     url = recreate_database(server_url, "memsys_cross_lingual_test")
     migrate.upgrade(url, 384)
-    with TestClient(create_app(settings.model_copy(update={"database_url": url})), raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(settings.model_copy(update={"database_url": url})), raise_server_exceptions=False
+    ) as client:
         for i, text in enumerate(MEMORIES):
             body = message(i, text, sender="user_001", sender_name="Wang Wu", group_id="travel", at=START + i * HOURS)
             assert client.post("/api/v3/agentic/memorize", json=body).status_code == 200
@@ -78,7 +80,6 @@ def test_by_default_a_question_finds_its_memory_in_the_other_language(memorized_
     response = client.post(URL, json={**body, "top_k": 3})
     assert response.status_code == 200, response.text
     assert response.json()["result"]["memories"][0]["content"] == f"Wang Wu: {expected}"
-
 
 
 @pytest.mark.parametrize(("question", "expected"), PAIRS)

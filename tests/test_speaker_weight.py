@@ -46,7 +46,9 @@ def test_the_assistants_reply_ranks_below_the_users_turn_it_would_outrank_alike(
     formed = _ask(client, retrieval_mode="bm25")
     assert [(m["memory_type"], m["user_id"]) for m in formed] == [("event_log", "wei"), ("event_log", "assistant")]
     assert [m["explain"]["speaker_weight"] for m in formed] == [1.0, 0.5]
-    marked = rows(database_url, "SELECT user_id, metadata ->> 'assistant' AS a FROM memories WHERE memory_type = 'event_log'")
+    marked = rows(
+        database_url, "SELECT user_id, metadata ->> 'assistant' AS a FROM memories WHERE memory_type = 'event_log'"
+    )
     assert sorted((r["user_id"], r["a"]) for r in marked) == [("assistant", "true"), ("wei", None)]
     with app_client(client.app.state.runtime.settings, assistant_weight=1.0, workers=0) as alike:  # weighed alike
         assert [m["user_id"] for m in _ask(alike, retrieval_mode="bm25")] == ["assistant", "wei"]

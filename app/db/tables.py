@@ -236,27 +236,18 @@ def _memories_table(dimensions: int) -> Table:
         _memcell_fk("CASCADE"),
         CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),
         CheckConstraint("valid_from IS NULL OR valid_to IS NULL OR valid_from <= valid_to", name="validity"),
-        # One HNSW and one GIN index per memory type (migrations 0008 and 0002): retrieval always filters by type.
+        # One HNSW index per vector (the main one, the cross-lingual one) and one GIN index per memory type
+        # (migrations 0008, 0014 and 0002): retrieval always filters by type.
         *(
             Index(
-                f"ix_memories_embedding_hnsw_{memory_type}",
-                "embedding",
+                f"ix_memories_{column}_hnsw_{memory_type}",
+                column,
                 postgresql_using="hnsw",
-                postgresql_ops={"embedding": "vector_cosine_ops"},
+                postgresql_ops={column: "vector_cosine_ops"},
                 postgresql_with={"m": 32, "ef_construction": 128},
                 postgresql_where=text(f"memory_type = '{memory_type}'"),
             )
-            for memory_type in MEMORY_TYPES
-        ),
-        *(
-            Index(
-                f"ix_memories_embedding_xl_hnsw_{memory_type}",
-                "embedding_xl",
-                postgresql_using="hnsw",
-                postgresql_ops={"embedding_xl": "vector_cosine_ops"},
-                postgresql_with={"m": 32, "ef_construction": 128},
-                postgresql_where=text(f"memory_type = '{memory_type}'"),
-            )
+            for column in ("embedding", "embedding_xl")
             for memory_type in MEMORY_TYPES
         ),
         *(

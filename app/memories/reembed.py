@@ -70,7 +70,9 @@ async def reembed(
             xl = Redo(xl_embedder, all_rows=False, batch_size=batch_size, cross_lingual=True)
             async with owner.begin() as conn:
                 total = sum([await xl.count(conn, tenant) for tenant in tenants])
-            with tqdm(total=total, desc="cross-lingual", unit=" memories", disable=not progress, file=sys.stderr) as bar:
+            with tqdm(
+                total=total, desc="cross-lingual", unit=" memories", disable=not progress, file=sys.stderr
+            ) as bar:
                 cross_lingual = await _every_tenant(tenants, lambda tenant: xl.next_batch(owner, tenant), bar)
     finally:
         await owner.dispose()

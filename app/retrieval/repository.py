@@ -12,8 +12,8 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.named_sql import query
-from app.formation.memcell import ASSISTANT_SENDERS
 from app.db.tables import profiles
+from app.formation.memcell import ASSISTANT_SENDERS
 
 
 @dataclass(frozen=True)

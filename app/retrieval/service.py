@@ -14,10 +14,10 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from app.errors import InvalidParameter, ServiceUnavailable
+from app.formation.language import detect_language
 from app.observability import metrics
 from app.providers.embeddings import embedder_name
 from app.retrieval import repository
-from app.formation.language import detect_language
 from app.retrieval.cutoff import xl_scale
 from app.retrieval.explain import explanation
 from app.retrieval.repository import SearchFilters, SearchTuning
