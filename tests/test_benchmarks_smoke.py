@@ -280,3 +280,75 @@ def test_noisy_neighbour_benchmark_end_to_end(tmp_path: Path) -> None:
     assert all(row["requests"] > 0 and row["server_errors"] == 0 and row["p50_ms"] > 0 for row in rows)
     assert rows[0]["p95_vs_quiet"] == 1.0 and rows[1]["p95_vs_quiet"] > 0
     assert sum(rows[1]["attacker_statuses"].values()) > 0
+
+
+def _tiny_longmemeval(path: Path) -> None:
+    """Two questions in LongMemEval_S's dev-split format over three sessions: a knowledge update (evidence in two
+    sessions, the newer one later) and an abstention (no evidence)."""
+    import gzip
+
+    sessions = {
+        "sharegpt_a_1": [
+            {"role": "user", "content": "Can you suggest a pasta recipe for tonight?"},
+            {"role": "assistant", "content": "Try cacio e pepe: pecorino, black pepper and spaghetti. " * 8},
+        ],
+        "answer_k1": [
+            {"role": "user", "content": "I just started a job at Acme as a data analyst.", "has_answer": True},
+            {"role": "assistant", "content": "Congratulations on the new role at Acme!"},
+        ],
+        "answer_k2": [
+            {"role": "user", "content": "Big news: I moved from Acme to Globex, now as a data engineer.",
+             "has_answer": True},
+            {"role": "assistant", "content": "Globex is lucky to have you."},
+        ],
+    }  # fmt: skip
+    haystack = ["sharegpt_a_1", "answer_k1", "answer_k2"]
+    dates = ["2023/05/01 (Mon) 10:00", "2023/05/10 (Wed) 09:30", "2023/06/20 (Tue) 18:15"]
+    items = [
+        {"question_id": "ku1", "question_type": "knowledge-update", "question": "Where do I work now?",
+         "question_date": "2023/07/01 (Sat) 12:00", "answer": "Globex", "answer_session_ids": ["answer_k1", "answer_k2"],
+         "haystack_session_ids": haystack, "haystack_dates": dates},
+        {"question_id": "ku2_abs", "question_type": "knowledge-update", "question": "What is my cat's name?",
+         "question_date": "2023/07/01 (Sat) 12:00", "answer": "not mentioned", "answer_session_ids": [],
+         "haystack_session_ids": haystack, "haystack_dates": dates},
+    ]  # fmt: skip
+    with gzip.open(path, "wt") as out:
+        out.write(json.dumps({"kind": "questions", "items": items}) + "\n")
+        for session_id, turns in sessions.items():
+            out.write(json.dumps({"session_id": session_id, "turns": turns}) + "\n")
+
+
+def test_longmemeval_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import longmemeval
+
+    monkeypatch.setattr(longmemeval, "CACHE", tmp_path / "cache")
+    data = tmp_path / "tiny.jsonl.gz"
+    _tiny_longmemeval(data)
+    out = tmp_path / "out"
+    longmemeval.run(longmemeval.parse_args(["--data", str(data), "--out", str(out), "--concurrency", "2"]))
+
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["config"]["questions"] == 2 and payload["config"]["scored_questions"] == 1
+    assert payload["timing"]["ingestion"]["turns"] == 12
+    assert [q["question_id"] for q in payload["per_question"]] == ["ku1"]  # the abstention is not scored
+    rows = {(r["system"], r["retrieval_mode"], r["data_source"], r["question_type"]): r for r in payload["results"]}
+    for mode in ("rrf", "embedding", "bm25"):
+        for source in ("event_log", "episode"):
+            assert ("memsys", mode, source, "all") in rows
+    assert {("raw-bm25", "bm25"), ("raw-dense", "dense"), ("raw-rrf", "rrf"), ("raw-dense", "embedding")} <= {
+        (system, mode) for system, mode, _, _ in rows
+    }
+    memsys = rows[("memsys", "rrf", "event_log", "knowledge-update")]
+    # Six turns, two of them evidence: both evidence sessions come back, and both turns within 2,048 tokens.
+    assert memsys["session_all@5"] == 1.0 and memsys["turn_recall@2048tok"] == 1.0
+    assert {"official_turn_all@5", "official_turn_all@10", "official_turn_all@50", "latest_first"} <= set(memsys)
+    assert memsys["latest_first_n"] == 1
+    assert (out / "turn_recall_by_type.png").stat().st_size > 1000
+
+    # Two runs' per-question figures scored together (here: the run with itself).
+    combined = tmp_path / "combined"
+    longmemeval.combine(longmemeval.parse_args(["--combine", str(out / "results.json"), str(out / "results.json"),
+                                                "--out", str(combined)]))  # fmt: skip
+    again = json.loads((combined / "results.json").read_text())
+    assert again["config"]["scored_questions"] == 2
+    assert {r["questions"] for r in again["results"] if r["question_type"] == "all"} == {2}
