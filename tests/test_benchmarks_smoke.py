@@ -306,8 +306,8 @@ def _tiny_longmemeval(path: Path) -> None:
     dates = ["2023/05/01 (Mon) 10:00", "2023/05/10 (Wed) 09:30", "2023/06/20 (Tue) 18:15"]
     items = [
         {"question_id": "ku1", "question_type": "knowledge-update", "question": "Where do I work now?",
-         "question_date": "2023/07/01 (Sat) 12:00", "answer": "Globex", "answer_session_ids": ["answer_k1", "answer_k2"],
-         "haystack_session_ids": haystack, "haystack_dates": dates},
+         "question_date": "2023/07/01 (Sat) 12:00", "answer": "Globex",
+         "answer_session_ids": ["answer_k1", "answer_k2"], "haystack_session_ids": haystack, "haystack_dates": dates},
         {"question_id": "ku2_abs", "question_type": "knowledge-update", "question": "What is my cat's name?",
          "question_date": "2023/07/01 (Sat) 12:00", "answer": "not mentioned", "answer_session_ids": [],
          "haystack_session_ids": haystack, "haystack_dates": dates},
