@@ -15,8 +15,6 @@ from app.db.tables import agent_offloads, conversation_meta, forgotten_users, me
 from app.formation.memcell import ASSISTANT_SENDERS
 from app.memorize.repository import memcells_of_sender
 
-"""The senders the v1 routes give an assistant's, system's or tool's message sent without a ``sender_id``."""
-
 
 def personal_conversation(user_id: str) -> str:
     """The group id the EverMemOS v1 routes give a user's personal conversation (app.compat.v1) without a session."""

@@ -10,8 +10,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from app.formation.streams import Stream
 
 ASSISTANT_SENDERS = ("assistant", "system", "tool")
-"""The senders of an assistant's, system's and tool's messages (the integrations and the proxy send these): forget
-and export count them as the user's conversation; retrieval weighs them ``assistant_weight``."""
+"""The senders of an assistant's, system's and tool's messages (the integrations and the proxy send these, and the v1
+routes give them to such a message sent without a ``sender_id``): forget and export count them as the user's
+conversation; retrieval weighs them ``assistant_weight``."""
 
 # A pending message as read from the buffer: id, message_id, group_name, create_time, sender,
 # sender_name, content, refer_list, boundary_checked, extract_attempts.

@@ -40,6 +40,7 @@ from app.providers.llm import LLMClient, LLMError
 from app.text.tokens import count_tokens
 
 if TYPE_CHECKING:
+    from app.providers.embeddings import Embedder
     from app.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -245,8 +246,13 @@ async def _close(
         previous = await repo.latest_profiles(conn, cell.participants, context.stream.group_id)
     extraction = await _extract(runtime, conn, context, cell, llm, previous)
     try:
-        vectors = await _embed(runtime, extraction.drafts)
-        xl_vectors = await _embed_xl(runtime, extraction.drafts)
+        vectors = await _embed(runtime.embedder, extraction.drafts)
+        # The cross-lingual vector from the same text (none when MEMSYS_CROSS_LINGUAL is off).
+        xl_vectors = (
+            await _embed(runtime.xl_embedder, extraction.drafts)
+            if runtime.xl_embedder is not None
+            else [None] * len(extraction.drafts)
+        )
     except ServiceUnavailable as exc:
         raise FormationDeferred(
             f"Embedding failed ({exc}); {len(cell.messages)} messages stay pending and the worker tries again."
@@ -305,7 +311,7 @@ async def _extract(
         ) from exc
 
 
-async def _embed(runtime: Runtime, drafts: list[Draft]) -> list[list[float]]:
+async def _embed(embedder: Embedder, drafts: list[Draft]) -> list[list[float]]:
     """One vector per draft; identical texts (the group and personal copies of an episode) embedded once.
 
     Long texts (episodes) and short ones (event-log entries) go in separate calls: a batch is padded to
@@ -318,7 +324,7 @@ async def _embed(runtime: Runtime, drafts: list[Draft]) -> list[list[float]]:
         [t for t in texts if count_tokens(t) <= SHORT_TEXT_TOKENS],
     ):
         if group:
-            vectors.update(zip(group, await runtime.embedder.embed(group), strict=True))
+            vectors.update(zip(group, await embedder.embed(group), strict=True))
     return [vectors[draft.embedding_text()] for draft in drafts]
 
 
@@ -335,15 +341,6 @@ def _memcell_row(context: Context, cell: MemCell, extraction: Extraction) -> dic
         "topic_summary": cell.topic_summary or extraction.topic_summary,
         "extraction_mode": extraction.mode,
     }
-
-
-async def _embed_xl(runtime: Runtime, drafts: list[Draft]) -> list[list[float] | None]:
-    """The cross-lingual vector of each draft, from the same text as its main vector (None when off)."""
-    if runtime.xl_embedder is None:
-        return [None] * len(drafts)
-    texts = list(dict.fromkeys(draft.embedding_text() for draft in drafts))
-    vectors = dict(zip(texts, await runtime.xl_embedder.embed(texts), strict=True))
-    return [vectors[draft.embedding_text()] for draft in drafts]
 
 
 def _new_memory(
