@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from app.retrieval.speaker import assistant_weight
 from tests.formation_helpers import FLUSH, MEMORIZE, META, START, app_client, message, rows
 from tests.retrieval_support import URL
 
@@ -17,8 +18,8 @@ REPLY = (
 QUESTION = "What is the name of the rescue dog I adopted last week?"
 
 
-def _ask(client, **extra) -> list[dict]:
-    body = {"query": QUESTION, "group_id": "pets", "data_source": "event_log", "retrieval_mode": "rrf", "top_k": 5}
+def _ask(client, query: str = QUESTION, **extra) -> list[dict]:
+    body = {"query": query, "group_id": "pets", "data_source": "event_log", "retrieval_mode": "rrf", "top_k": 5}
     response = client.post(URL, json={**body, "explain": True, **extra})
     assert response.status_code == 200, response.text
     return response.json()["result"]["memories"]
@@ -68,3 +69,33 @@ def test_a_sender_whose_conversation_meta_role_is_assistant_is_weighed_as_one(cl
     formed = _ask(client)
     assert [(m["user_id"], m["explain"]["speaker_weight"]) for m in formed] == [("wei", 1.0), ("helper_bot", 0.5)]
     assert rows(database_url, "SELECT count(*) AS n FROM memories WHERE metadata ? 'assistant'")[0]["n"] == 1
+
+
+def test_a_question_about_what_the_assistant_said_weighs_its_turns_as_anyones(client):
+    _memorize(client, "assistant")
+    assert client.post(FLUSH, json={"group_id": "pets"}).status_code == 200
+    asked = _ask(
+        client, retrieval_mode="bm25", query="What did you say about the name of the rescue dog I adopted last week?"
+    )
+    assert [(m["user_id"], m["explain"]["speaker_weight"]) for m in asked] == [("assistant", 1.0), ("wei", 1.0)]
+
+
+def test_only_the_assistants_past_words_lift_the_weight():
+    about = [
+        "Can you remind me of the restaurant in Rome you recommended?",
+        "I remember you told me about the three refineries",
+        "Going back to our previous chat about the one-shot: how many mummies?",
+        "What did you suggest for my back pain?",
+        "Your earlier advice on tomatoes, again?",
+        "你上次推荐的餐厅叫什么？",
+        "我们之前聊到的那本书是哪本？",
+    ]
+    not_about = [
+        "Can you recommend a restaurant in Rome?",  # asks for something new: the user's tastes are what to find
+        "What are your recommendations for a birthday dinner?",
+        "How many museums did I visit in February?",
+        "What should I serve for dinner with my homegrown ingredients?",
+        "你说我该怎么办？",
+    ]
+    assert [assistant_weight(q, 0.5) for q in about] == [1.0] * len(about)
+    assert [assistant_weight(q, 0.5) for q in not_about] == [0.5] * len(not_about)

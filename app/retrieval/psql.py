@@ -63,7 +63,7 @@ def script(
         raise SystemExit("data_source=profile is a plain SELECT on profiles; nothing to script")
     mode = request.retrieval_mode
     tenant = check_tenant_id(tenant)
-    tuning = service.tuning_for(settings, mode, request.top_k)
+    tuning = service.tuning_for(settings, mode, request.top_k, request.query or "")
     parameters = repository.search_parameters(
         tenant=tenant,
         mode=mode,

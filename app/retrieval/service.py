@@ -17,7 +17,7 @@ from app.errors import InvalidParameter, ServiceUnavailable
 from app.formation.language import detect_language
 from app.observability import metrics
 from app.providers.embeddings import embedder_name
-from app.retrieval import repository
+from app.retrieval import repository, speaker
 from app.retrieval.cutoff import xl_scale
 from app.retrieval.explain import explanation
 from app.retrieval.repository import SearchFilters, SearchTuning
@@ -124,17 +124,18 @@ def filters_for(
     )
 
 
-def tuning_for(settings: Settings, mode: str, top_k: int) -> SearchTuning:
+def tuning_for(settings: Settings, mode: str, top_k: int, query: str = "") -> SearchTuning:
     """Each leg contributes ``rrf_candidates`` rows to the fusion, and at least twice top_k: a memory just
     outside one leg's top_k but high in the other must still reach the fusion. A single leg takes top_k.
-    ef_search is sized to the leg's LIMIT so the filtered iterative scan can fill it."""
+    ef_search is sized to the leg's LIMIT so the filtered iterative scan can fill it. An assistant's turn weighs
+    as ``speaker.assistant_weight`` says for ``query``."""
     leg_limit = max(settings.rrf_candidates, RRF_DEPTH * top_k) if mode == "rrf" else top_k
     return SearchTuning(
         leg_limit=leg_limit,
         ef_search=min(max(settings.hnsw_ef_search, leg_limit), MAX_EF_SEARCH),
         max_scan_tuples=settings.hnsw_max_scan_tuples,
         rrf_k=settings.rrf_k,
-        assistant_weight=settings.assistant_weight,
+        assistant_weight=speaker.assistant_weight(query, settings.assistant_weight),
         k1=settings.bm25_k1,
         b=settings.bm25_b,
         bm25_df_budget=settings.bm25_df_budget,
@@ -165,7 +166,7 @@ async def search(
     xl_vector = None
     if mode != "bm25" and runtime.xl_embedder is not None:
         xl_vector = (await runtime.xl_embedder.embed([query], query=True))[0]
-    tuning = tuning_for(runtime.settings, mode, top_k)
+    tuning = tuning_for(runtime.settings, mode, top_k, query)
     # jieba segments the query in Python: off the event loop.
     tokens = await run_off_loop(search_tokens, query) if mode != "embedding" else ""
     language = await run_off_loop(detect_language, [query]) if xl_vector is not None else "en"
