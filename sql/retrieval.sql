@@ -204,18 +204,29 @@ bm25_corpus AS MATERIALIZED (
           FROM bm25_scope) local
     LEFT JOIN bm25_corpus_stats c ON c.tenant_id = :tenant_id AND c.memory_type = :memory_type
 ),
+-- Within the filter, every query term's df in one pass over its memories: each tsvector cut down to the query's
+-- terms (setweight + ts_filter, as in bm25_postings) and counted per term.
+bm25_scope_df AS MATERIALIZED (
+    SELECT (x.posting).lexeme AS term, count(*) AS df
+    FROM (SELECT unnest(ts_filter(setweight(s.tsv, 'A', q.terms), '{a}')) AS posting
+          FROM bm25_scope s
+          CROSS JOIN (SELECT tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))) AS terms) q
+          WHERE (SELECT exact FROM bm25_corpus)) x
+    GROUP BY 1
+),
+bm25_df AS MATERIALIZED (
+    SELECT q.term, c.doc_count,
+           CASE WHEN c.exact
+                THEN coalesce((SELECT d.df FROM bm25_scope_df d WHERE d.term = q.term), 0)
+                ELSE (SELECT s.df FROM bm25_term_stats s
+                      WHERE s.tenant_id = :tenant_id AND s.memory_type = :memory_type AND s.term = q.term)
+           END AS df
+    FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, '')))) AS term) q
+    CROSS JOIN bm25_corpus c
+),
 bm25_terms AS MATERIALIZED (
     SELECT t.term, t.df, ln(1 + (t.doc_count - t.df + 0.5) / (t.df + 0.5)) AS idf
-    FROM (
-        SELECT q.term, c.doc_count,
-               CASE WHEN c.exact
-                    THEN (SELECT count(*) FROM bm25_scope s WHERE s.tsv @@ to_tsquery('simple', quote_literal(q.term)))
-                    ELSE (SELECT s.df FROM bm25_term_stats s
-                          WHERE s.tenant_id = :tenant_id AND s.memory_type = :memory_type AND s.term = q.term)
-               END AS df
-        FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, '')))) AS term) q
-        CROSS JOIN bm25_corpus c
-    ) t
+    FROM bm25_df t
     WHERE t.df > 0
 ),
 -- Without exactness, candidates come from the GIN index, at most :bm25_max_candidates of them, best first:
@@ -306,7 +317,9 @@ bm25_leg AS (
 -- or of a sender whose conversation-meta role is assistant) weighs :assistant_weight: what a user said about
 -- their life outranks a long reply that shares its words. Ranked before the memories' content is read back,
 -- so only top_k rows are fetched whole.
-fused AS (
+-- Materialized, so that id is a plain column to look memories up by: row-level security lets an index be used
+-- only with a condition it knows cannot leak, and coalesce(v.id, k.id) is not one of those.
+fused AS MATERIALIZED (
     SELECT coalesce(v.id, k.id) AS id, v.cosine, v.rank AS vector_rank, k.bm25, k.rank AS bm25_rank,
            coalesce(1.0 / (:rrf_k + v.rank), 0) + coalesce(1.0 / (:rrf_k + k.rank), 0) AS rrf
     FROM vector_leg v
@@ -315,10 +328,10 @@ fused AS (
 weighted AS (
     SELECT f.*, f.rrf * w.weight AS weighted_rrf, w.weight, p.id AS message_row
     FROM fused f
-    LEFT JOIN memories m ON m.tenant_id = :tenant_id AND m.id = f.id
     LEFT JOIN pending_messages p ON p.uid = f.id
     CROSS JOIN LATERAL (
-        SELECT CASE WHEN coalesce((m.metadata ->> 'assistant')::boolean,
+        SELECT CASE WHEN coalesce((SELECT (m.metadata ->> 'assistant')::boolean
+                                   FROM memories m WHERE m.tenant_id = :tenant_id AND m.id = f.id),
                                   p.sender = ANY (CAST(:assistant_senders AS text[])), false)
                     THEN CAST(:assistant_weight AS float8) ELSE 1.0 END AS weight
     ) w
