@@ -7,6 +7,7 @@ filters and a limit that the caller chose itself.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -144,6 +145,35 @@ def tuning_for(settings: Settings, mode: str, top_k: int, query: str = "") -> Se
     )
 
 
+async def _query_inputs(
+    runtime: Runtime, query: str, mode: str, query_vector: list[float] | None
+) -> tuple[list[float] | None, list[float] | None, str, str, float]:
+    """What the statement needs of the query, made side by side (the two embedders and the text thread each wait
+    on their own): its vector (unless given), its cross-lingual vector, its BM25 tokens (jieba segments in
+    Python: off the event loop), its language, and the main embedding's milliseconds."""
+    vectors = mode != "bm25"
+
+    async def main_vector() -> tuple[list[float] | None, float]:
+        if not vectors or query_vector is not None:
+            return query_vector if vectors else None, 0.0
+        started = time.perf_counter()
+        vector = (await runtime.embedder.embed([query], query=True))[0]
+        return vector, (time.perf_counter() - started) * 1000
+
+    async def xl_vector() -> list[float] | None:
+        if not vectors or runtime.xl_embedder is None:
+            return None
+        return (await runtime.xl_embedder.embed([query], query=True))[0]
+
+    async def text() -> tuple[str, str]:
+        tokens = await run_off_loop(search_tokens, query) if mode != "embedding" else ""
+        language = await run_off_loop(detect_language, [query]) if vectors and runtime.xl_embedder else "en"
+        return tokens, language
+
+    (vector, embedding_ms), crossed, (tokens, language) = await asyncio.gather(main_vector(), xl_vector(), text())
+    return vector, crossed, tokens, language, embedding_ms
+
+
 async def search(
     runtime: Runtime,
     *,
@@ -158,18 +188,9 @@ async def search(
     ``query_vector`` is given (or the mode is bm25)."""
     if mode not in ("rrf", "embedding", "bm25"):
         raise InvalidParameter(f"Invalid field retrieval_mode: {mode!r} is not rrf, embedding or bm25")
-    embedding_ms = 0.0
-    if mode != "bm25" and query_vector is None:
-        started = time.perf_counter()
-        query_vector = (await runtime.embedder.embed([query], query=True))[0]
-        embedding_ms = (time.perf_counter() - started) * 1000
-    xl_vector = None
-    if mode != "bm25" and runtime.xl_embedder is not None:
-        xl_vector = (await runtime.xl_embedder.embed([query], query=True))[0]
+    inputs = await _query_inputs(runtime, query, mode, query_vector)
+    query_vector, xl_vector, tokens, language, embedding_ms = inputs
     tuning = tuning_for(runtime.settings, mode, top_k, query)
-    # jieba segments the query in Python: off the event loop.
-    tokens = await run_off_loop(search_tokens, query) if mode != "embedding" else ""
-    language = await run_off_loop(detect_language, [query]) if xl_vector is not None else "en"
     parameters = repository.search_parameters(
         tenant=runtime.tenant,
         mode=mode,
