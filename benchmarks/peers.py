@@ -42,7 +42,17 @@ from pathlib import Path
 import httpx
 import psutil
 
-from benchmarks.common import RESULTS_DIR, ROOT, free_port, memsys_server, percentiles, print_table, save, stop
+from benchmarks.common import (
+    RESULTS_DIR,
+    ROOT,
+    free_port,
+    memsys_server,
+    percentiles,
+    print_table,
+    save,
+    stop,
+    wait_until_answering,
+)
 from benchmarks.ingest import Connection, cpu_seconds, server_process
 from benchmarks.locomo import Conversation, load_conversations
 
@@ -115,18 +125,7 @@ def mem0_server(data_dir: Path) -> Iterator[tuple[str, list[psutil.Process]]]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"mem0's server exited with {process.returncode}")
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("mem0's server did not become healthy")
-            time.sleep(0.5)
+        wait_until_answering(process, base + "/health", 300, "mem0's server")
         yield base, [psutil.Process(process.pid), psutil.Process(postmaster_pid(data_dir))]
     finally:
         stop(process)
@@ -172,77 +171,78 @@ async def health(client: httpx.AsyncClient) -> dict:
     return (await client.get("/health")).json()["result"]["formation"]
 
 
+async def each_by_clients(base_url: str, clients: int, items: list, work) -> None:
+    """``await work(connection, item)`` for every item, ``clients`` at a time, each client on its own keep-alive
+    connection taking the next item when done with one."""
+    queue: asyncio.Queue = asyncio.Queue()
+    for item in items:
+        queue.put_nowait(item)
+
+    async def client() -> None:
+        connection = Connection(base_url)
+        try:
+            while not queue.empty():
+                await work(connection, queue.get_nowait())
+        finally:
+            connection.close()
+
+    await asyncio.gather(*(client() for _ in range(min(clients, len(items)))))
+
+
 async def ingest(system: System, conversations: list[Conversation], clients: int, suffix: str) -> dict:
     """Every conversation's turns in order, ``clients`` conversations at a time; rates and CPU per message."""
     turns = sum(len(c.turns) for c in conversations)
     cpu_before = cpu_seconds(system.processes)
     started = time.perf_counter()
-    queue: asyncio.Queue[Conversation] = asyncio.Queue()
-    for conversation in conversations:
-        queue.put_nowait(conversation)
 
-    async def client() -> None:
-        connection = Connection(system.base_url)
-        try:
-            while not queue.empty():
-                conversation = queue.get_nowait()
-                scope = conversation.sample_id + suffix
-                for turn in conversation.turns:
-                    await connection.post(*system.add_body(conversation, turn, scope))
-                if system.name == "memsys":
-                    await connection.post("/api/v3/agentic/flush", {"group_id": scope})
-        finally:
-            connection.close()
+    async def conversation_in_order(connection: Connection, conversation: Conversation) -> None:
+        scope = conversation.sample_id + suffix
+        for turn in conversation.turns:
+            await connection.post(*system.add_body(conversation, turn, scope))
+        if system.name == "memsys":
+            await connection.post("/api/v3/agentic/flush", {"group_id": scope})
 
-    await asyncio.gather(*(client() for _ in range(min(clients, len(conversations)))))
-    acknowledged = time.perf_counter() - started
-    figures = {"clients": clients, "turns": turns, "acknowledged_s": round(acknowledged, 2)}
-    searchable = formed = acknowledged
-    if system.name == "memsys":
+    await each_by_clients(system.base_url, clients, conversations, conversation_in_order)
+    acknowledged = searchable = formed = time.perf_counter() - started
+    if system.name == "memsys":  # mem0: searchable and done when add returns
         async with httpx.AsyncClient(base_url=system.base_url, timeout=30) as http:
-            state = await health(http)
-            while state["messages_not_yet_searchable"] or state["messages_waiting"]:
-                now = time.perf_counter() - started
-                if not state["messages_not_yet_searchable"] and searchable == acknowledged:
-                    searchable = now
-                await asyncio.sleep(POLL_S)
+            searchable = None
+            while True:
                 state = await health(http)
-            formed = time.perf_counter() - started
-            searchable = searchable if searchable != acknowledged else formed
+                now = time.perf_counter() - started
+                if searchable is None and not state["messages_not_yet_searchable"]:
+                    searchable = now
+                if not state["messages_waiting"]:
+                    formed = now
+                    break
+                await asyncio.sleep(POLL_S)
     cpu = cpu_seconds(system.processes) - cpu_before
-    figures.update(
-        acknowledged_per_s=round(turns / acknowledged, 1),
-        searchable_per_s=round(turns / searchable, 1),
-        formed_per_s=round(turns / formed, 1),
-        cpu_s=round(cpu, 1),
-        messages_per_cpu_s=round(turns / cpu, 1),
-    )
-    return figures
+    return {
+        "clients": clients,
+        "turns": turns,
+        "acknowledged_s": round(acknowledged, 2),
+        "acknowledged_per_s": round(turns / acknowledged, 1),
+        "searchable_per_s": round(turns / searchable, 1),
+        "formed_per_s": round(turns / formed, 1),
+        "cpu_s": round(cpu, 1),
+        "messages_per_cpu_s": round(turns / cpu, 1),
+    }
 
 
 async def search_pass(system: System, questions: list[tuple[str, str]], clients: int) -> tuple[dict, list]:
     """Every question, ``clients`` at a time: latency percentiles, queries/s, and each answer's turns."""
     latencies: list[float] = []
     answers: list[list[frozenset[str]]] = [[] for _ in questions]
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(len(questions)):
-        queue.put_nowait(i)
 
-    async def client() -> None:
-        connection = Connection(system.base_url)
-        try:
-            while not queue.empty():
-                i = queue.get_nowait()
-                scope, question = questions[i]
-                began = time.perf_counter()
-                answer = await connection.post(*system.search_body(scope, question))
-                latencies.append((time.perf_counter() - began) * 1000)
-                answers[i] = system.turns_of(answer)
-        finally:
-            connection.close()
+    async def ask(connection: Connection, i: int) -> None:
+        scope, question = questions[i]
+        began = time.perf_counter()
+        answer = await connection.post(*system.search_body(scope, question))
+        latencies.append((time.perf_counter() - began) * 1000)
+        answers[i] = system.turns_of(answer)
 
     started = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(clients)))
+    await each_by_clients(system.base_url, clients, list(range(len(questions))), ask)
     elapsed = time.perf_counter() - started
     return {"clients": clients, **percentiles(latencies), "queries_per_s": round(len(questions) / elapsed, 1)}, answers
 

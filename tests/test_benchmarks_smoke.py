@@ -352,3 +352,15 @@ def test_longmemeval_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.Mo
     again = json.loads((combined / "results.json").read_text())
     assert again["config"]["scored_questions"] == 2
     assert {r["questions"] for r in again["results"] if r["question_type"] == "all"} == {2}
+
+
+def test_peers_benchmark_reads_mem0s_requirements_and_scores_recall_at_10() -> None:
+    """The mem0 side runs in its own venv (made from the file's REQUIREMENTS, read without importing it: mem0 is
+    not installed here); recall is the share of a question's evidence turns among the first 10."""
+    from benchmarks.peers import mem0_requirements, recall
+
+    requirements = mem0_requirements()
+    assert requirements[0] == "torch==2.13.0"  # first and alone: an unpinned torch pulls CUDA builds
+    assert "mem0ai==2.2.1" in requirements
+    ranked = [[frozenset({"D1:1"}), frozenset({"D1:3", "D1:4"})], [frozenset({"D2:9"})] * 11 + [frozenset({"D2:1"})]]
+    assert recall(ranked, [["D1:1", "D1:4"], ["D2:1"]]) == 0.5  # (2/2 + 0/1) / 2: D2:1 came 12th
