@@ -305,3 +305,17 @@ def test_the_docs_examples_run_as_written(server, keys, upstream, tmp_path):
     first, second = proxied(upstream)
     assert first.headers["authorization"] == f"Bearer {UPSTREAM_KEY}" and second.body["stream"] is True
     assert "x-memsys-user" not in first.headers
+
+
+def test_a_server_without_an_upstream_llm_refuses_the_proxy_for_good_not_for_a_retry(settings, keys):
+    """No MEMSYS_LLM_API_KEY is the operator's choice, not an outage: 403 as with the proxy off, never a 503 that an
+    OpenAI client would retry (the fuzzer found a valid request answered 503 on the offline default)."""
+    from tests.formation_helpers import app_client
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "Remember the blue door"}], "user": "dave"}
+    with app_client(settings, llm_api_key=None, workers=0) as offline:
+        answer = offline.post("/v1/chat/completions", json=body, headers=bearer(keys["a"]))
+    assert answer.status_code == 403, answer.text
+    assert answer.headers.get("x-should-retry") != "true"
+    error = answer.json()["error"]
+    assert error["type"] == "permission_error" and "MEMSYS_LLM_API_KEY is not set" in error["message"]
