@@ -294,8 +294,9 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
     return message, RetrieveLightweightResult(memories=memories, count=len(memories), metadata=metadata)
 
 
-HIDDEN_COUNT_LIMIT = 100_000
-"""``hidden`` reads at most this many memories of the tenant's type: an explanation stays cheap at any scale."""
+HIDDEN_COUNT_LIMIT = 10_000
+"""``hidden`` reads at most this many memories of the tenant's type: an explanation stays cheap at any scale (a
+short answer is common in a small group, and every one pays for this count)."""
 
 
 async def hidden(
