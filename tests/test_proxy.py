@@ -101,7 +101,15 @@ def memorized(server: ServerProcess, key: str, user: str, query: str, expected: 
 
 
 def found_once_embedded(server: ServerProcess, key: str, user: str, text: str) -> bool:
-    return any(text in m for m in memorized(server, key, user, text, expected=1, mode="embedding"))
+    """Whether ``text`` comes back by its vector within 30 s: the vector leg returns the user's other messages too,
+    embedded first or not, so one answer with something in it is not yet the answer with ``text``."""
+    deadline = time.monotonic() + 30
+    while True:
+        if any(text in m for m in memorized(server, key, user, text, expected=1, mode="embedding")):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.3)
 
 
 def completion(content: str, completion_id: str = "chatcmpl-scripted-1") -> dict[str, Any]:
