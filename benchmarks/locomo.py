@@ -164,20 +164,21 @@ async def ingest_conversation(client: httpx.AsyncClient, conversation: Conversat
         },
     )
     for turn in conversation.turns:
-        await post_json(
-            client,
-            "/api/v3/agentic/memorize",
-            {
-                "group_id": conversation.sample_id,
-                "message_id": turn.dia_id,
-                "create_time": turn.create_time.isoformat(),
-                "sender": turn.speaker,
-                "sender_name": turn.speaker,
-                "content": turn.content,
-                "refer_list": [],
-            },
-        )
+        await post_json(client, "/api/v3/agentic/memorize", memorize_body(conversation.sample_id, turn))
     await post_json(client, "/api/v3/agentic/flush", {"group_id": conversation.sample_id})
+
+
+def memorize_body(group_id: str, turn: Turn) -> dict:
+    """A turn as memorize takes it: its speaker as sender, its id as message_id, at its time."""
+    return {
+        "group_id": group_id,
+        "message_id": turn.dia_id,
+        "create_time": turn.create_time.isoformat(),
+        "sender": turn.speaker,
+        "sender_name": turn.speaker,
+        "content": turn.content,
+        "refer_list": [],
+    }
 
 
 async def ingest(base_url: str, conversations: list[Conversation], concurrency: int) -> float:

@@ -54,7 +54,7 @@ from benchmarks.common import (
     wait_until_answering,
 )
 from benchmarks.ingest import Connection, cpu_seconds, server_process
-from benchmarks.locomo import Conversation, load_conversations
+from benchmarks.locomo import Conversation, Turn, load_conversations, memorize_body
 
 DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo-dev.json"
 MEM0_VENV = Path.home() / ".cache" / "memsys-benchmarks" / "mem0-venv"
@@ -144,12 +144,9 @@ class System:
     rounds: list[dict] = field(default_factory=list)
     ranked: list[list[frozenset[str]]] = field(default_factory=list)
 
-    def add_body(self, conversation: Conversation, turn, scope: str) -> tuple[str, dict]:
+    def add_body(self, turn: Turn, scope: str) -> tuple[str, dict]:
         if self.name == "memsys":
-            return "/api/v3/agentic/memorize", {
-                "group_id": scope, "message_id": turn.dia_id, "create_time": turn.create_time.isoformat(),
-                "sender": turn.speaker, "sender_name": turn.speaker, "content": turn.content, "refer_list": [],
-            }  # fmt: skip
+            return "/api/v3/agentic/memorize", memorize_body(scope, turn)
         message = {"role": "user", "content": f"{turn.speaker}: {turn.content}"}
         return "/add", {"messages": [message], "user_id": scope, "metadata": {"dia_id": turn.dia_id}}
 
@@ -198,7 +195,7 @@ async def ingest(system: System, conversations: list[Conversation], clients: int
     async def conversation_in_order(connection: Connection, conversation: Conversation) -> None:
         scope = conversation.sample_id + suffix
         for turn in conversation.turns:
-            await connection.post(*system.add_body(conversation, turn, scope))
+            await connection.post(*system.add_body(turn, scope))
         if system.name == "memsys":
             await connection.post("/api/v3/agentic/flush", {"group_id": scope})
 
