@@ -204,13 +204,17 @@ bm25_corpus AS MATERIALIZED (
           FROM bm25_scope) local
     LEFT JOIN bm25_corpus_stats c ON c.tenant_id = :tenant_id AND c.memory_type = :memory_type
 ),
+-- The query's terms as the tsvector stores them (distinct lexemes).
+bm25_query_terms AS MATERIALIZED (
+    SELECT tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))) AS terms
+),
 -- Within the filter, every query term's df in one pass over its memories: each tsvector cut down to the query's
 -- terms (setweight + ts_filter, as in bm25_postings) and counted per term.
 bm25_scope_df AS MATERIALIZED (
     SELECT (x.posting).lexeme AS term, count(*) AS df
     FROM (SELECT unnest(ts_filter(setweight(s.tsv, 'A', q.terms), '{a}')) AS posting
           FROM bm25_scope s
-          CROSS JOIN (SELECT tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))) AS terms) q
+          CROSS JOIN bm25_query_terms q
           WHERE (SELECT exact FROM bm25_corpus)) x
     GROUP BY 1
 ),
@@ -221,7 +225,7 @@ bm25_df AS MATERIALIZED (
                 ELSE (SELECT s.df FROM bm25_term_stats s
                       WHERE s.tenant_id = :tenant_id AND s.memory_type = :memory_type AND s.term = q.term)
            END AS df
-    FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, '')))) AS term) q
+    FROM (SELECT unnest(terms) AS term FROM bm25_query_terms) q
     CROSS JOIN bm25_corpus c
 ),
 bm25_terms AS MATERIALIZED (
