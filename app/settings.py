@@ -5,9 +5,11 @@ Every field is documented in the README's settings table; keep the two in step.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BeforeValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -129,6 +131,10 @@ class Settings(BaseSettings):
     llm_allow_client_model: bool = False
     """Let a request's ``llm_config.model`` alone (no key of its own) pick the model the server's key pays for;
     false: such a request is a 400 (one naming the server's MEMSYS_LLM_MODEL, or bringing its key, is accepted)."""
+    llm_structured_output: Literal["auto", "json_schema", "json_object", "off"] = "auto"
+    """What a call expecting JSON sends as ``response_format``: ``json_schema`` (the answer's schema: the server
+    constrains the model to it), ``json_object`` (JSON mode), ``off`` (nothing: the prompt asks for JSON);
+    ``auto``: the schema, stepping down per endpoint when it refuses one (HTTP 400/422)."""
     llm_max_answer_bytes: int = Field(default=256 * 1024, ge=1024)
     """Largest LLM answer (HTTP body) read; a larger one is an unusable answer (the caller falls back)."""
 
@@ -228,6 +234,16 @@ class Settings(BaseSettings):
     """Largest upstream answer the proxy relays, a whole stream included (a larger one breaks off: 502, or an
     error event in the stream)."""
 
+    @property
+    def llm_server_key(self) -> str | None:
+        """The key memsys sends to MEMSYS_LLM_BASE_URL: MEMSYS_LLM_API_KEY; without one, for a server on this
+        machine (a loopback address: llama.cpp, Ollama, vLLM run locally), ``LOCAL_LLM_KEY``, which such servers
+        ignore. None: no LLM (formation runs offline)."""
+        if self.llm_api_key:
+            return self.llm_api_key
+        host = (urlsplit(self.llm_base_url).hostname or "").lower()
+        return LOCAL_LLM_KEY if host == "localhost" or _is_loopback(host) else None
+
     def resolved_data_dir(self) -> Path:
         """``data_dir``, or where it defaults to (see there)."""
         if self.data_dir is not None:
@@ -235,6 +251,17 @@ class Settings(BaseSettings):
         if (LEGACY_DATA_DIR / "pg").is_dir():
             return LEGACY_DATA_DIR.resolve()
         return default_data_dir()
+
+
+LOCAL_LLM_KEY = "local"
+"""The placeholder key sent to a loopback MEMSYS_LLM_BASE_URL when MEMSYS_LLM_API_KEY is not set."""
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 LEGACY_DATA_DIR = Path(".memsys")

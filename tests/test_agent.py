@@ -143,8 +143,10 @@ def test_group_token_threshold_makes_several_snapshots(api, fake_llm):
         api, messages=history, context_manage_mode="compress", max_total_tokens=100, keep_recent_count=1,
         group_token_threshold=150,
     )  # fmt: skip
-    snapshots = [m for m in result["messages"] if m["content"].startswith("[State snapshot")]
-    assert len(snapshots) == len(result["metadata"]["offloaded"]) >= 2
+    snapshots = [m["content"] for m in result["messages"] if m["content"].startswith("[State snapshot")]
+    # Two steps (the model answered before searching: memsys searched, then asked again), each compressing.
+    assert len(snapshots) >= 2 and result["metadata"]["tool_calls"][0]["made_by"] == "memsys"
+    assert {s.split("ref ")[1].split("]")[0] for s in snapshots} <= set(result["metadata"]["offloaded"])
 
 
 def test_max_steps_and_llm_errors_end_without_success(api, fake_llm):
@@ -196,3 +198,36 @@ def test_offloaded_content_stays_in_its_tenant(api, fake_llm, database_url):
     reply = other["messages"][2]["content"]
     assert reply.startswith("Error: nothing is stored under") and "secret" not in reply
     assert rows(database_url, "SELECT tenant_id FROM agent_offloads") == [{"tenant_id": "acme"}]
+
+
+def test_a_model_that_answers_without_searching_gets_a_search_made_for_it(api, fake_llm):
+    """The first call forces search_memories (tool_choice); a model that answers anyway has that answer set
+    aside: memsys searches with the question, and the model answers from what it found."""
+    fake_llm.queue("July 15th.", "Alice loves Beijing roast duck.")
+    result = ask(api, user_id="u1")
+    assert result["success"] is True and result["answer"] == "Alice loves Beijing roast duck."
+    first, second = (r.body for r in fake_llm.chat_requests)
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "search_memories"}}
+    assert "tool_choice" not in second
+    (call,) = result["metadata"]["tool_calls"]
+    assert (call["name"], call["made_by"], call["ok"]) == ("search_memories", "memsys", True)
+    assert call["arguments"] == {"query": "What food does Alice love?"}
+    assert "July 15th" not in str(result["messages"])
+    assert "roast duck" in result["messages"][2]["content"]
+
+
+def test_a_tool_call_written_in_the_answer_text_is_run(api, fake_llm):
+    """A local server without a function-calling chat format returns the model's call as text (fenced JSON,
+    or Qwen's <tool_call> tags): it is run as a call, not given to the user as the answer."""
+    fenced = '```json\n{"name": "search_memories", "arguments": {"query": "Alice food", "top_k": 3}}\n```'
+    tagged = '<tool_call>\n{"name": "read_profile", "arguments": {}}\n</tool_call>'
+    fake_llm.queue(fenced, tagged, "Roast duck.")
+    result = ask(api, user_id="u1")
+    assert result["answer"] == "Roast duck." and result["metadata"]["steps"] == 3
+    calls = result["metadata"]["tool_calls"]
+    assert [(c["name"], c["made_by"], c["ok"]) for c in calls] == [
+        ("search_memories", "model", True),
+        ("read_profile", "model", True),
+    ]
+    assert calls[0]["arguments"] == {"query": "Alice food", "top_k": 3}
+    assert "roast duck" in result["messages"][2]["content"]

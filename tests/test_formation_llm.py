@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from litestar.testing import TestClient
+from prometheus_client import REGISTRY
 
 from app.settings import Settings
 from tests.fake_llm import FakeLLM, Reply
 from tests.formation_helpers import (
+    CONVERSATION,
     FLUSH,
     MEMORIZE,
     META,
@@ -63,8 +66,12 @@ PROFILES = {
 }
 
 
+SCRIPT = [('"should_end"', SAME_EPISODE), ('"event_log"', EXTRACTED), ('"profiles"', PROFILES)]
+
+
 def script_success(fake: FakeLLM) -> None:
-    fake.on('"should_end"', SAME_EPISODE).on('"event_log"', EXTRACTED).on('"profiles"', PROFILES)
+    for marker, reply in SCRIPT:
+        fake.on(marker, reply)
 
 
 def requests_for(fake: FakeLLM, marker: str) -> list[str]:
@@ -375,3 +382,82 @@ def test_a_backlog_is_formed_in_order(llm_settings: Settings, fake_llm: FakeLLM,
     cells = rows(database_url, "SELECT message_ids FROM memcells ORDER BY start_time")
     assert [len(c["message_ids"]) for c in cells] == [3, 3, 3, 2]
     assert_each_message_in_one_memcell(database_url, {f"msg_{i:03d}" for i in range(1, 12)})
+
+
+def test_a_thin_extraction_is_noticed_and_the_offline_memories_are_kept(
+    llm_client: TestClient, fake_llm: FakeLLM, database_url: str
+):
+    """A weak model's extraction in the right shape but empty (no facts; facts of a name or a date) forms the
+    MemCell by the offline path at once, each memory saying why; no profile call is spent on it."""
+    before = REGISTRY.get_sample_value("memsys_llm_fallbacks_total", {"reason": "no_facts"}) or 0.0
+    thin = {**EXTRACTED, "event_log": [{"fact": "Zhang San"}, {"fact": "15 Jan"}], "semantic_memories": []}
+    fake_llm.on('"should_end"', SAME_EPISODE).on('"event_log"', thin).on('"profiles"', PROFILES)
+    sent = conversation()
+    for body in sent:
+        llm_client.post(MEMORIZE, json=body)
+    answer = llm_client.post(FLUSH, json={"group_id": "group_123"}).json()
+    assert answer["result"]["status_info"] == "extracted"
+    assert len(requests_for(fake_llm, '"event_log"')) == 1, "asked once: a thin answer is not retried"
+    assert requests_for(fake_llm, '"profiles"') == []
+    memories = rows(database_url, "SELECT memory_type, content, metadata FROM memories ORDER BY timestamp")
+    facts = [m for m in memories if m["memory_type"] == "event_log"]
+    assert [f["content"] for f in facts] == [f"{name}: {text}" for _, name, text in CONVERSATION]
+    assert {m["metadata"]["extraction"] for m in memories} == {"offline"}
+    assert {m["metadata"]["llm_fallback"] for m in memories} == {
+        "the LLM extracted no facts from 5 substantive messages"
+    }
+    assert_each_message_in_one_memcell(database_url, {b["message_id"] for b in sent})
+    assert REGISTRY.get_sample_value("memsys_llm_fallbacks_total", {"reason": "no_facts"}) == before + 1
+
+
+def test_a_judge_that_ends_the_episode_at_every_message_is_distrusted(
+    llm_client: TestClient, fake_llm: FakeLLM, database_url: str
+):
+    """A model that says "end" to everything would make a MemCell of each message: at its third "end" in a
+    row (counting the single-message MemCells it closed before) its answers are dropped and the rules cut."""
+    distrusted = REGISTRY.get_sample_value("memsys_llm_boundary_distrusted_total") or 0.0
+    fake_llm.on('"should_end"', {"should_end": True, "reasoning": "new topic"})
+    fake_llm.on('"event_log"', EXTRACTED).on('"profiles"', PROFILES)
+    sent = conversation(n=8)
+    for body in sent:
+        llm_client.post(MEMORIZE, json=body)
+    deadline = time.monotonic() + 20
+    while (REGISTRY.get_sample_value("memsys_llm_boundary_distrusted_total") or 0.0) == distrusted:
+        assert time.monotonic() < deadline, "the judge was never distrusted"
+        time.sleep(0.1)
+    answer = llm_client.post(FLUSH, json={"group_id": "group_123"}).json()
+    assert answer["result"]["status_info"] == "extracted"
+    cells = rows(database_url, "SELECT boundary_reason, cardinality(message_ids) AS n FROM memcells ORDER BY end_time")
+    assert [c["boundary_reason"] for c in cells[:-1]] == ["llm"] * (len(cells) - 1)
+    assert len(cells) <= 3 and cells[-1]["boundary_reason"] == "flush" and cells[-1]["n"] >= 6
+    assert_each_message_in_one_memcell(database_url, {b["message_id"] for b in sent})
+    judged = [p.rsplit("\n", 3)[-3:] for p in requests_for(fake_llm, '"should_end"')]
+    assert 3 <= len(judged) <= 7 and len({str(j) for j in judged}) == len(judged), "no message judged twice"
+
+
+def test_every_structured_prompt_sends_its_schema_and_an_endpoint_refusing_it_gets_json_mode(
+    llm_client: TestClient, fake_llm: FakeLLM, database_url: str
+):
+    """The judge, the extraction and the profiles ask for their JSON schema in ``response_format``; an
+    endpoint that answers the first such call with 400 is asked again at once in JSON mode (the schema in
+    llama-cpp-python's ``schema`` field), and every later call of the process goes straight to that."""
+
+    def refuse_schemas(body: dict) -> Reply | dict:
+        if body.get("response_format", {}).get("type") == "json_schema":
+            return Reply(status=400)
+        prompt = "\n".join(str(m.get("content")) for m in body["messages"])
+        return next(reply for marker, reply in SCRIPT if marker in prompt)
+
+    fake_llm.force(refuse_schemas)
+    sent = conversation()
+    for body in sent:
+        llm_client.post(MEMORIZE, json=body)
+    answer = llm_client.post(FLUSH, json={"group_id": "group_123"}).json()
+    assert answer["result"]["status_info"] == "extracted" and answer["result"]["warning"] is None
+    formats = [r.body.get("response_format") for r in fake_llm.chat_requests]
+    assert formats[0]["type"] == "json_schema" and formats[0]["json_schema"]["name"] == "Judgement"
+    assert formats[0]["json_schema"]["schema"]["properties"]["should_end"] == {"type": "boolean"}
+    assert all(f["type"] == "json_object" and f["schema"]["type"] == "object" for f in formats[1:])
+    schemas = {json.dumps(f["schema"]["required"]) for f in formats[1:]}
+    assert '["title", "summary", "content", "personal_episodes", "event_log", "semantic_memories"]' in schemas
+    assert '["profiles"]' in schemas

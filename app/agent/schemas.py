@@ -40,6 +40,11 @@ class ToolCallRecord(BaseModel):
     ok: bool
     tokens: int
     ms: float
+    made_by: Literal["model", "memsys"] = Field(
+        default="model",
+        description="memsys: the model answered without having searched, so memsys searched with the user's "
+        "last message and asked the model again",
+    )
 
 
 class AgentMetadata(BaseModel):

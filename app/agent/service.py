@@ -4,6 +4,13 @@ answers; its context is managed before every LLM call (``context_manager``).
 Stops when the LLM answers without a tool call (``answered``), after ``max_steps`` LLM calls
 (``max_steps``), or when the LLM fails after its retries (``llm_error``); only ``answered`` is a success.
 No LLM key at all (request or server) is a 400 before anything runs; a key the endpoint refuses, a 400.
+
+The agent never answers without having looked in memory: its first LLM call forces ``search_memories``
+(``tool_choice``), and a model that answers before calling any memory tool (an endpoint that ignores
+tool_choice, a model that writes its answer instead) has its answer set aside: memsys searches with the user's
+last message, records that call as its own (``made_by: memsys``) and asks the model again with the results.
+Tool calls a model writes in its text (prompt-level tools of a local server) are read as calls
+(``tools.calls_in_text``).
 """
 
 from __future__ import annotations
@@ -15,9 +22,10 @@ from app.agent import context_manager, tools
 from app.agent.schemas import AgentMetadata, AgentRequest, AgentResult, ToolCallRecord
 from app.agentic.service import client_llm_config
 from app.errors import InvalidParameter
-from app.providers.llm import LLMAuthError, LLMClient, LLMError, LLMNotConfigured
+from app.providers.llm import ChatReply, LLMAuthError, LLMClient, LLMError, LLMNotConfigured
 from app.retrieval import service as retrieval
 from app.runtime import Runtime
+from app.text.cpu import run_off_loop
 from app.text.tokens import count_tokens
 
 INSTRUCTIONS = """You answer the user's questions from their long-term memories, which you reach with tools:
@@ -45,6 +53,7 @@ async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult
     records: list[ToolCallRecord] = []
     timings = {"llm": 0.0, "tools": 0.0, "context": 0.0}
     answer, stop, error, steps = "", "max_steps", None, 0
+    searched = False
     for step in range(1, request.max_steps + 1):
         steps = step
         try:
@@ -52,7 +61,12 @@ async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult
             messages = await context_manager.manage(runtime, request, chat_id, messages, llm, config, managed)
             timings["context"] += time.perf_counter() - t
             t = time.perf_counter()
-            reply = await llm.chat([instructions, *messages], tools=tools.TOOLS, config=config)
+            reply = await llm.chat(
+                [instructions, *messages],
+                tools=tools.TOOLS,
+                tool_choice=None if searched else tools.SEARCH_FIRST,
+                config=config,
+            )
             timings["llm"] += time.perf_counter() - t
         except LLMAuthError as exc:
             raise InvalidParameter(
@@ -63,11 +77,19 @@ async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult
             break
         managed.prompt_tokens += reply.prompt_tokens
         managed.completion_tokens += reply.completion_tokens
+        if not reply.tool_calls and reply.content:
+            reply.tool_calls = await run_off_loop(tools.calls_in_text, reply.content, step)
+            reply.content = "" if reply.tool_calls else reply.content
+        made_by = "model"
+        if not reply.tool_calls and not searched:
+            reply = ChatReply(content="", tool_calls=[tools.search_call(_last_user_text(messages), step)])
+            made_by = "memsys"
         reply.tool_calls = reply.tool_calls[:TOOL_CALLS_PER_STEP]
         messages.append(reply.as_message())
         if not reply.tool_calls:
             answer, stop = reply.content, "answered"
             break
+        searched = True  # any memory tool the model called counts as having looked
         for call in reply.tool_calls:
             t = time.perf_counter()
             name, arguments = call["function"]["name"], call["function"]["arguments"]
@@ -83,6 +105,7 @@ async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult
                     ok=result.ok,
                     tokens=count_tokens(result.content),
                     ms=round(elapsed * 1000, 2),
+                    made_by=made_by,
                 )
             )
     total_ms = (time.perf_counter() - started) * 1000
@@ -109,3 +132,14 @@ async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult
     )
     message = {"answered": "Answered", "max_steps": "Stopped after max_steps", "llm_error": "The LLM failed"}[stop]
     return message, AgentResult(answer=answer, messages=messages, success=stop == "answered", metadata=metadata)
+
+
+def _last_user_text(messages: list[dict]) -> str:
+    """The text of the dialogue's last user message (what memsys searches for when the model did not)."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):  # OpenAI's content parts
+                return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return content if isinstance(content, str) else ""
+    return ""

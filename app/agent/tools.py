@@ -9,6 +9,7 @@ refused in the tool's reply, never run; offloaded content is read back only by t
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.agent import repository
 from app.agent.schemas import AgentRequest
-from app.providers.llm_json import loads_within_depth
+from app.providers.llm_json import UnusableJSON, loads_within_depth, parse_answer
 from app.retrieval import service as retrieval
 from app.runtime import Runtime
 from app.text.cpu import run_off_loop
@@ -42,6 +43,15 @@ class ReadOffloaded(BaseModel):
     offset: int = Field(default=0, ge=0, description="Character offset to read from")
 
 
+def tool_parameters(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments as offered to the model: without length bounds."""
+    schema = model.model_json_schema()
+    for field in schema.get("properties", {}).values():
+        field.pop("maxLength", None)
+        field.pop("minLength", None)
+    return schema
+
+
 ARGUMENTS: dict[str, type[BaseModel]] = {
     "search_memories": SearchMemories,
     "read_profile": ReadProfile,
@@ -61,10 +71,58 @@ DESCRIPTIONS = {
 TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
-        "function": {"name": name, "description": DESCRIPTIONS[name], "parameters": model.model_json_schema()},
+        # Length bounds are checked on the arguments, not sent: llama.cpp turns a maxLength of 2000 into a
+        # grammar too large to parse (its server process died on it).
+        "function": {"name": name, "description": DESCRIPTIONS[name], "parameters": tool_parameters(model)},
     }
     for name, model in ARGUMENTS.items()
 ]
+
+
+SEARCH_FIRST: dict[str, Any] = {"type": "function", "function": {"name": "search_memories"}}
+"""``tool_choice`` of the agent's first LLM call: a search, whatever the model would do (where the endpoint
+honours tool_choice; ``app.agent.service`` makes the search itself where it does not)."""
+SEARCH_QUERY_CHARS = 2000
+
+
+def search_call(question: str, step: int) -> dict[str, Any]:
+    """The ``search_memories`` call memsys makes for a model that answered without searching."""
+    query = " ".join(question.split())[:SEARCH_QUERY_CHARS] or "recent memories"
+    arguments = json.dumps({"query": query}, ensure_ascii=False)
+    return {
+        "id": f"memsys-search-{step}",
+        "type": "function",
+        "function": {"name": "search_memories", "arguments": arguments},
+    }
+
+
+_TOOL_CALL_TAG = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
+def calls_in_text(content: str, step: int) -> list[dict[str, Any]]:
+    """Tool calls a model wrote in its text instead of the API's ``tool_calls`` (prompt-level tools, as a local
+    server without a function-calling chat format returns them): ``<tool_call>{"name": …, "arguments": …}
+    </tool_call>`` blocks (Qwen, Hermes), or an answer holding such an object (bare or fenced). Only our
+    tools' names count: any other answer is an answer."""
+    blocks = _TOOL_CALL_TAG.findall(content) or [content]
+    calls = []
+    for number, block in enumerate(blocks):
+        try:
+            value = parse_answer(block)
+        except UnusableJSON:
+            continue
+        if not isinstance(value, dict) or value.get("name") not in ARGUMENTS:
+            continue
+        given = value.get("arguments", value.get("parameters", {}))
+        arguments = given if isinstance(given, str) else json.dumps(given, ensure_ascii=False)
+        calls.append(
+            {
+                "id": f"text-call-{step}-{number}",
+                "type": "function",
+                "function": {"name": value["name"], "arguments": arguments},
+            }
+        )
+    return calls
 
 
 @dataclass

@@ -43,6 +43,19 @@ SUFFICIENCY_ZH = """你负责判断检索到的记忆是否足以回答问题；
  "refined_queries": ["2 到 3 个简短的检索查询，针对缺少的信息，彼此不同且不同于原问题（足够时为空列表）"]}"""
 
 
+SUFFICIENCY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "is_sufficient": {"type": "boolean"},
+        "reasoning": {"type": "string"},
+        "missing_information": {"type": "string"},
+        "refined_queries": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    },
+    "required": ["is_sufficient", "reasoning", "missing_information", "refined_queries"],
+}
+"""The JSON schema of the sufficiency answer, sent as ``response_format`` where the endpoint takes one."""
+
+
 def sufficiency_messages(query: str, memories: list[dict], language: str) -> list[dict]:
     if language == "zh":
         user = f"问题：{query}\n\n检索到的记忆（按相关性排序）：\n{_memory_lines(memories)}"
@@ -56,6 +69,22 @@ Reply with JSON only: {"scores": [{"index": 1, "score": 0.9}, ...]} with one ent
 
 RERANK_ZH = """为每条记忆与查询的相关程度打分，0.0（无关）到 1.0（直接回答）。
 只回复 JSON：{"scores": [{"index": 1, "score": 0.9}, ...]}，每条记忆一项。"""
+
+
+RERANK_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "scores": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"index": {"type": "integer"}, "score": {"type": "number"}},
+                "required": ["index", "score"],
+            },
+        }
+    },
+    "required": ["scores"],
+}
 
 
 def rerank_messages(query: str, documents: list[str]) -> list[dict]:
@@ -79,6 +108,18 @@ Reply with JSON only: {{"has_time": true or false, "start": "YYYY-MM-DD", "end":
 TIME_ZH = """今天是 {today}。问题是否指向某个时间段？请换算成具体日期。
 只回复 JSON：{{"has_time": true 或 false, "start": "YYYY-MM-DD", "end": "YYYY-MM-DD",
 "filter": 仅当问题明确要求只看该时间段时为 true}}"""
+
+
+TIME_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "has_time": {"type": "boolean"},
+        "start": {"type": "string"},
+        "end": {"type": "string"},
+        "filter": {"type": "boolean"},
+    },
+    "required": ["has_time"],
+}
 
 
 def time_messages(query: str, today: str, language: str) -> list[dict]:

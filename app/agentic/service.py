@@ -118,7 +118,9 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
 
         t = time.perf_counter()
         judgement = await llm.complete_json(
-            prompts.sufficiency_messages(request.query, best[:JUDGE_CONTEXT], language), config=config
+            prompts.sufficiency_messages(request.query, best[:JUDGE_CONTEXT], language),
+            config=config,
+            json_schema=prompts.SUFFICIENCY_SCHEMA,
         )
         timer.since("llm_judge", t)
         verdict = _parse_judgement(judgement, request.query)
@@ -285,7 +287,9 @@ async def _llm_time_window(
 ) -> TimeWindow | None:
     """What the rules could not parse, asked of the LLM; any failure just means no window."""
     try:
-        answer = await llm.complete_json(prompts.time_messages(query, today.isoformat(), language), config=config)
+        answer = await llm.complete_json(
+            prompts.time_messages(query, today.isoformat(), language), config=config, json_schema=prompts.TIME_SCHEMA
+        )
         if not isinstance(answer, dict) or not answer.get("has_time"):
             return None
         start = date.fromisoformat(str(answer["start"])[:10])

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 
 def _text_or_none(value: Any) -> str | None:
@@ -24,8 +33,8 @@ def _ids(value: Any) -> list[str]:
 
 
 OptionalText = Annotated[str | None, BeforeValidator(_text_or_none)]
-Text = Annotated[str, BeforeValidator(_text_or_none)]
-"""Required: a blank or missing string fails validation (None is not a str)."""
+Text = Annotated[str, BeforeValidator(_text_or_none), StringConstraints(min_length=1)]
+"""Required: a blank or missing string fails validation (None is not a str); ``minLength`` 1 in the schema sent."""
 MessageIds = Annotated[list[str], BeforeValidator(_ids)]
 
 
@@ -49,8 +58,9 @@ class _Answer(BaseModel):
 
 
 class Judgement(_Answer):
-    should_end: bool
+    # The reasoning first: a model constrained to the schema writes the fields in this order.
     reasoning: OptionalText = None
+    should_end: bool
     topic_summary: OptionalText = None
 
 

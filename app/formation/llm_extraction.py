@@ -16,6 +16,7 @@ from app.formation.language import gap_text
 from app.formation.memcell import Context, Draft, Extraction, MemCell, Message
 from app.providers.llm import LLMClient, LLMError
 from app.text.timeparse import parse_iso_datetime
+from app.text.tokenize import word_count
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +68,54 @@ def _conversation(cell: MemCell, context: Context) -> str:
     return f"{head}\n\n{prompts.MESSAGES_HEADER[language]}\n{lines}"
 
 
+class WeakExtraction(Exception):
+    """The model answered in the right shape but with too little in it (``weakness``): the MemCell is formed
+    by the offline path instead, at once (a model that answered so will answer so again)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+
+
+FACT_MIN_WORDS = 3
+"""A fact of fewer words ("Caroline", "7 May 2023") says nothing: dropped."""
+SUBSTANTIVE_WORDS = 6
+"""A message of at least this many words is one a fact could come from ("Hi!" is not)."""
+MESSAGES_PER_FACT = 5
+"""Fewer facts than one per this many substantive messages is a weak extraction (a strong model writes about
+one per message or two; a weak one 1-2 per 15 messages)."""
+EPISODE_MIN_WORDS = 8
+
+
+def weakness(answer: llm_answers.ExtractionAnswer, cell: MemCell) -> WeakExtraction | None:
+    """Why ``answer`` is worse than the offline path's memories of ``cell`` would be, or None. The offline path
+    keeps every message's words (one event-log entry each, the transcript as the episode): an answer with no
+    facts, facts without content, or an episode of a few words for a real conversation loses them."""
+    words = [word_count(m["content"]) for m in cell.messages]
+    substantive = sum(1 for n in words if n >= SUBSTANTIVE_WORDS)
+    if (episode := word_count(answer.content)) < EPISODE_MIN_WORDS and sum(words) >= 4 * EPISODE_MIN_WORDS:
+        return WeakExtraction("episode_without_content", f"the LLM's episode has {episode} words")
+    if substantive and not answer.event_log:
+        return WeakExtraction("no_facts", f"the LLM extracted no facts from {substantive} substantive messages")
+    if len(answer.event_log) * MESSAGES_PER_FACT < substantive:
+        return WeakExtraction(
+            "too_few_facts",
+            f"the LLM extracted {len(answer.event_log)} facts from {substantive} substantive messages",
+        )
+    return None
+
+
 async def extract(llm: LLMClient, cell: MemCell, context: Context, previous: dict[str, dict[str, Any]]) -> Extraction:
+    """The MemCell's memories and profiles by the LLM; ``WeakExtraction`` when its answer is too thin."""
     conversation = _conversation(cell, context)
     language = context.language
     answer: llm_answers.ExtractionAnswer = await llm.complete_json(
         [{"role": "system", "content": prompts.EXTRACTION[language]}, {"role": "user", "content": conversation}],
         schema=llm_answers.ExtractionAnswer,
     )
+    answer.event_log = [fact for fact in answer.event_log if word_count(fact.fact) >= FACT_MIN_WORDS]
+    if (weak := weakness(answer, cell)) is not None:
+        raise weak
     missing = [u for u in cell.participants if u not in {e.user_id for e in answer.personal_episodes}]
     if context.stream.group_id and missing:
         answer.personal_episodes += await _personal_episodes(llm, context, conversation, missing)

@@ -63,6 +63,23 @@ async def pending_messages(conn: AsyncConnection, stream: Stream, limit: int | N
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
 
 
+async def judge_streak(conn: AsyncConnection, stream: Stream, limit: int) -> int:
+    """How many of the stream's latest MemCells (at most ``limit``), newest first, the LLM judge closed after a
+    single message: its "end" answers in a row so far (``boundary.ENDS_IN_A_ROW``)."""
+    statement = (
+        select(memcells.c.boundary_reason, func.cardinality(memcells.c.message_ids).label("size"))
+        .where(memcells.c.stream_kind == stream.kind, memcells.c.stream_id == stream.id)
+        .order_by(memcells.c.end_time.desc())
+        .limit(limit)
+    )
+    streak = 0
+    for row in (await conn.execute(statement)).mappings():
+        if row["boundary_reason"] != "llm" or row["size"] != 1:
+            break
+        streak += 1
+    return streak
+
+
 async def mark_boundary_checked(conn: AsyncConnection, ids: Sequence[int]) -> None:
     """The LLM judged that these messages do not start a new episode: do not ask again."""
     if ids:

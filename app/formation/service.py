@@ -36,6 +36,7 @@ from app.formation.language import detect_language
 from app.formation.memcell import Context, Draft, Extraction, MemCell
 from app.formation.streams import Stream
 from app.memories.repository import NewMemory, by_memcell, insert_memories
+from app.observability import metrics
 from app.providers.llm import LLMClient, LLMError
 from app.text.tokens import count_tokens
 
@@ -215,16 +216,23 @@ async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flus
             pending = await repo.pending_messages(conn, stream, limit=limit)
             if pending and stream.group_id and meta is None:
                 meta = await conversation_meta(conn, stream.group_id)
+            streak = await repo.judge_streak(conn, stream, boundary.ENDS_IN_A_ROW) if pending and llm else 0
         if not pending:
             break
         context = Context(stream, detect_language(m["content"] for m in pending), meta)
         judge = llm_extraction.boundary_judge(llm, context) if llm else None
-        cuts = await boundary.cut(pending, rules, judge=judge, flush=flush)
+        cuts = await boundary.cut(pending, rules, judge=judge, flush=flush, streak=streak)
         if cuts.checked_ids:
             async with conn.begin():
                 await repo.mark_boundary_checked(conn, cuts.checked_ids)
         if cuts.judge_error is not None:
             outcome.warn(f"LLM boundary judgement failed ({cuts.judge_error}); the rule-based boundaries applied.")
+        if cuts.judge_distrusted:
+            metrics.LLM_BOUNDARY_DISTRUSTED.inc()
+            outcome.warn(
+                f"The LLM boundary judge ended an episode at {boundary.ENDS_IN_A_ROW} messages in a row; "
+                "its answers were dropped and the rule-based boundaries applied."
+            )
         for cell in cuts.closed:
             try:
                 outcome.memories += await _close(runtime, conn, context, cell, llm)
@@ -290,12 +298,14 @@ async def _extract(
     if llm is None:
         return offline.extract(cell, context, previous)
     if cell.extract_attempts >= fallback_after:
-        extraction = offline.extract(cell, context, previous)
-        for draft in extraction.drafts:
-            draft.metadata["llm_fallback"] = f"{cell.extract_attempts} failed LLM extractions"
-        return extraction
+        metrics.LLM_FALLBACKS.labels(reason="failed_extractions").inc()
+        return _offline_instead(cell, context, previous, f"{cell.extract_attempts} failed LLM extractions")
     try:
         return await llm_extraction.extract(llm, cell, context, previous)
+    except llm_extraction.WeakExtraction as weak:
+        log.warning("LLM extraction of %s too weak (%s): formed offline", context.stream.lock_key(), weak)
+        metrics.LLM_FALLBACKS.labels(reason=weak.kind).inc()
+        return _offline_instead(cell, context, previous, str(weak))
     except LLMError as exc:
         async with conn.begin():
             await repo.count_failed_extraction(conn, cell.ids)
@@ -309,6 +319,14 @@ async def _extract(
         raise FormationDeferred(
             f"LLM extraction failed ({exc}); {len(cell.messages)} messages stay pending and {then}."
         ) from exc
+
+
+def _offline_instead(cell: MemCell, context: Context, previous: dict[str, dict[str, Any]], why: str) -> Extraction:
+    """The offline path's memories for a MemCell the LLM could not form, each saying why (``llm_fallback``)."""
+    extraction = offline.extract(cell, context, previous)
+    for draft in extraction.drafts:
+        draft.metadata["llm_fallback"] = why
+    return extraction
 
 
 async def _embed(embedder: Embedder, drafts: list[Draft]) -> list[list[float]]:

@@ -22,6 +22,19 @@ RETRIEVAL_SECONDS = Histogram(
 )
 LLM_SECONDS = Histogram("memsys_llm_call_duration_seconds", "One LLM call, retries included", ["outcome"])
 LLM_ERRORS = Counter("memsys_llm_errors_total", "LLM calls that failed after their retries", ["kind"])
+LLM_ANSWERS = Counter(
+    "memsys_llm_answers_total",
+    "LLM answers to a JSON prompt, by the answer asked for: valid or unusable",
+    ["answer", "outcome"],
+)
+LLM_FALLBACKS = Counter(
+    "memsys_llm_fallbacks_total",
+    "MemCells formed by the offline path although an LLM is configured, by reason",
+    ["reason"],
+)
+LLM_BOUNDARY_DISTRUSTED = Counter(
+    "memsys_llm_boundary_distrusted_total", "Boundary passes whose LLM judge ended an episode at every message"
+)
 EMBEDDING_SECONDS = Histogram("memsys_embedding_duration_seconds", "One embedding call", ["provider"])
 EMBEDDING_ERRORS = Counter("memsys_embedding_errors_total", "Embedding calls that failed", ["provider"])
 REQUESTS_REJECTED = Counter(

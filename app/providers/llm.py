@@ -11,6 +11,13 @@ A caller may override the server's key, URL or model per call (``LLMConfig``): a
 passes a request's ``llm_config``. Such a key is used for that call only: never logged, never stored.
 The server's key goes only to the server's URL: a config naming its own URL brings its own key, and a
 client's URL is reached only at the address checked for it (``app.providers.llm_urls``).
+
+Structured output (``MEMSYS_LLM_STRUCTURED_OUTPUT``): a call that expects JSON sends ``response_format``, a
+JSON schema when the caller gives one (llama.cpp, vLLM, Ollama and OpenAI then constrain the model's tokens to
+it), else JSON mode (with the schema in llama-cpp-python's ``schema`` field). ``auto`` learns per endpoint what
+it takes: an endpoint that answers a call carrying the schema with an error status before it ever took one is
+asked with JSON mode from then on, and one that refuses that too with neither. The answer is parsed, repaired
+and validated the same way whatever was sent.
 """
 
 from __future__ import annotations
@@ -52,6 +59,15 @@ class LLMTimeout(LLMError):
 
 class LLMBadOutput(LLMError):
     """The model answered, but not with the JSON asked for."""
+
+
+STRUCTURED_LEVELS = ("json_schema", "json_object", "off")
+"""What a JSON call may send, most constrained first (``MEMSYS_LLM_STRUCTURED_OUTPUT`` or learned per endpoint)."""
+
+
+class FormatRefused(LLMError):
+    """A 400 or 422 to a call carrying a ``response_format`` (or a 500 naming it, as llama-cpp-python answers an
+    unknown format): under ``auto``, before the endpoint ever took one, it is asked again with less."""
 
 
 @dataclass
@@ -112,6 +128,7 @@ class LLMClient:
         max_concurrency: int = 16,
         max_answer_bytes: int = 256 * 1024,
         share: float = 1.0,
+        structured_output: str = "auto",
     ) -> None:
         self.default = default
         self.max_tokens = max_tokens
@@ -121,6 +138,11 @@ class LLMClient:
         self.backoff_s = backoff_s
         self.temperature = temperature
         self._client: AsyncOpenAI | None = None
+        self.structured_output = structured_output
+        self._levels: dict[str | None, str] = {}
+        """auto: the most constrained ``response_format`` each endpoint (base URL) has not refused."""
+        self._accepted: set[str | None] = set()
+        """Endpoints that have answered a call carrying a ``response_format``."""
         self._slots = Slots(max_concurrency, share)
         """Calls in flight at once, of which one API key holds at most its ``MEMSYS_TENANT_SHARE``: a tenant's slow
         endpoint holds its own share, never the others'."""
@@ -128,7 +150,7 @@ class LLMClient:
     @classmethod
     def from_settings(cls, settings: Settings) -> LLMClient:
         return cls(
-            LLMConfig(settings.llm_api_key, settings.llm_base_url, settings.llm_model),
+            LLMConfig(settings.llm_server_key, settings.llm_base_url, settings.llm_model),
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
             backoff_s=settings.llm_retry_backoff_s,
@@ -136,6 +158,7 @@ class LLMClient:
             max_concurrency=settings.llm_max_concurrency,
             max_answer_bytes=settings.llm_max_answer_bytes,
             share=settings.tenant_share,
+            structured_output=settings.llm_structured_output,
         )
 
     @property
@@ -150,10 +173,15 @@ class LLMClient:
         config: LLMConfig | None = None,
         max_tokens: int | None = None,
         schema: type[BaseModel] | None = None,
+        json_schema: dict[str, Any] | None = None,
     ) -> Any:
         """The reply to ``messages`` parsed as JSON (an object or a list), validated as ``schema`` when given
-        (an answer that does not fit is retried like a failed call). Parsed off the event loop: the answer
-        is untrusted and may be up to ``max_answer_bytes`` long."""
+        (an answer that does not fit is retried like a failed call). The endpoint is asked for ``json_schema``
+        (default: ``schema``'s, ``wire_schema``), or JSON mode without either; see the module's docstring.
+        Parsed off the event loop: the answer is untrusted and may be up to ``max_answer_bytes`` long."""
+        if json_schema is None and schema is not None:
+            json_schema = wire_schema(schema)
+        name = schema.__name__ if schema is not None else "answer"
 
         def parse(text: str) -> Any:
             value = parse_json_output(text)
@@ -165,7 +193,18 @@ class LLMClient:
                 where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "the answer"
                 raise LLMBadOutput(f"The LLM's answer does not fit {schema.__name__} ({where})") from exc
 
-        return await self.complete(messages, config=config, max_tokens=max_tokens, parse=parse)
+        def counted(text: str) -> Any:
+            try:
+                value = parse(text)
+            except LLMBadOutput:
+                metrics.LLM_ANSWERS.labels(answer=name, outcome="unusable").inc()
+                raise
+            metrics.LLM_ANSWERS.labels(answer=name, outcome="valid").inc()
+            return value
+
+        return await self.complete(
+            messages, config=config, max_tokens=max_tokens, parse=counted, structured=(name, json_schema or {})
+        )
 
     async def complete(
         self,
@@ -174,42 +213,49 @@ class LLMClient:
         config: LLMConfig | None = None,
         max_tokens: int | None = None,
         parse=None,
+        structured: tuple[str, dict[str, Any]] | None = None,
     ) -> Any:
         """The reply's text (or ``parse(text)``, run off the event loop), retrying transient failures with
-        backoff."""
+        backoff. ``structured``: the answer's name and JSON schema (empty: any JSON object) for
+        ``response_format``."""
 
         async def text_of(reply: ChatReply) -> Any:
             if not reply.content:
                 raise LLMBadOutput("The LLM answered with no content")
             return await run_off_loop(parse, reply.content) if parse else reply.content
 
-        return await self._call(messages, config=config, max_tokens=max_tokens, tools=None, read=text_of)
+        return await self._call(
+            messages, config=config, max_tokens=max_tokens, tools=None, read=text_of, structured=structured
+        )
 
     async def chat(
         self,
         messages: list[dict[str, Any]],
         *,
         tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
         config: LLMConfig | None = None,
         max_tokens: int | None = None,
     ) -> ChatReply:
-        """One assistant turn with OpenAI function calling: its text and/or tool calls, and token usage."""
+        """One assistant turn with OpenAI function calling: its text and/or tool calls, and token usage.
+        ``tool_choice`` (OpenAI's) may force a call; whether the endpoint honours it is the caller's to check."""
 
         async def whole(reply: ChatReply) -> ChatReply:
             if not reply.content and not reply.tool_calls:
                 raise LLMBadOutput("The LLM answered with neither content nor tool calls")
             return reply
 
-        return await self._call(messages, config=config, max_tokens=max_tokens, tools=tools, read=whole)
+        extra = {"tools": tools, **({"tool_choice": tool_choice} if tool_choice else {})} if tools else {}
+        return await self._call(messages, config=config, max_tokens=max_tokens, tools=extra, read=whole)
 
-    async def _call(self, messages, *, config, max_tokens, tools, read) -> Any:
+    async def _call(self, messages, *, config, max_tokens, tools, read, structured=None) -> Any:
         resolved = (config or LLMConfig()).over(self.default)
         if not resolved.api_key:
             raise LLMNotConfigured("No LLM API key: set MEMSYS_LLM_API_KEY or pass llm_config.api_key")
         client, owned = self._client_for(resolved)
         started, outcome = time.perf_counter(), "ok"
         try:
-            return await self._with_retries(client, resolved.model or "", messages, max_tokens, tools, read)
+            return await self._with_retries(client, resolved, messages, max_tokens, tools or {}, read, structured)
         except LLMError as exc:
             outcome = "error"
             metrics.LLM_ERRORS.labels(kind=type(exc).__name__).inc()
@@ -240,22 +286,47 @@ class LLMClient:
             return self._client, False
         return new(), True
 
-    async def _with_retries(self, client: AsyncOpenAI, model: str, messages, max_tokens, tools, read) -> Any:
+    async def _with_retries(
+        self, client: AsyncOpenAI, config: LLMConfig, messages, max_tokens, extra: dict[str, Any], read, structured
+    ) -> Any:
         attempts = self.max_retries + 1
-        for attempt in range(attempts):
+        attempt = 0
+        while True:
+            level = self._level(config.base_url) if structured is not None else "off"
+            fields = extra if level == "off" else {**extra, "response_format": _response_format(level, *structured)}
             try:
-                return await read(await self._once(client, model, messages, max_tokens, tools))
+                reply = await self._once(client, config.model or "", messages, max_tokens, fields)
+                if level != "off":
+                    self._accepted.add(config.base_url)
+                return await read(reply)
             except LLMAuthError:
                 raise
             except LLMError as exc:
+                if isinstance(exc, FormatRefused) and self._may_step_down(config.base_url, level):
+                    lower = STRUCTURED_LEVELS[STRUCTURED_LEVELS.index(level) + 1]
+                    log.warning(
+                        "the LLM endpoint refused response_format %s (%s); asking it with %s", level, exc, lower
+                    )
+                    self._levels[config.base_url] = lower
+                    continue  # not an attempt: the same call, asked so that the endpoint takes it
                 if attempt + 1 >= attempts:
                     raise
                 delay = self.backoff_s * 2**attempt * (0.5 + random.random())
                 log.warning("LLM call failed (%s), attempt %d/%d; retrying in %.2fs", exc, attempt + 1, attempts, delay)
                 await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
+                attempt += 1
 
-    async def _once(self, client: AsyncOpenAI, model: str, messages, max_tokens, tools) -> ChatReply:
+    def _may_step_down(self, base_url: str | None, level: str) -> bool:
+        """auto, and the endpoint has never answered a call with a ``response_format`` (once it has, an error
+        is an error, not a refusal of the format)."""
+        return self.structured_output == "auto" and level != "off" and base_url not in self._accepted
+
+    def _level(self, base_url: str | None) -> str:
+        if self.structured_output != "auto":
+            return self.structured_output
+        return self._levels.get(base_url, STRUCTURED_LEVELS[0])
+
+    async def _once(self, client: AsyncOpenAI, model: str, messages, max_tokens, extra: dict[str, Any]) -> ChatReply:
         refused = lambda: LLMTimeout(f"Every LLM call slot stayed taken for {self.timeout_s:g}s")  # noqa: E731
         async with self._slots.slot(self.timeout_s, refused):
             try:
@@ -266,13 +337,19 @@ class LLMClient:
                     # Always bounded: a server such as llama.cpp's generates until its context is full
                     # without it, and keeps generating after a timed-out client has gone.
                     max_tokens=max_tokens or self.max_tokens,
-                    **({"tools": tools} if tools else {}),
+                    **extra,
                 )
             except openai.APITimeoutError as exc:
                 raise LLMTimeout(f"The LLM did not answer within {self.timeout_s:g}s") from exc
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 raise LLMAuthError(f"The LLM endpoint refused the API key (HTTP {exc.status_code})") from exc
             except openai.APIStatusError as exc:
+                if "response_format" in extra and (
+                    exc.status_code in (400, 422) or (exc.status_code == 500 and "response_format" in exc.message)
+                ):
+                    raise FormatRefused(
+                        f"The LLM endpoint refused the response_format (HTTP {exc.status_code})"
+                    ) from exc
                 raise LLMError(f"The LLM endpoint answered HTTP {exc.status_code}") from exc
             except openai.APIConnectionError as exc:
                 raise LLMError("The LLM endpoint could not be reached") from exc
@@ -301,6 +378,40 @@ class LLMClient:
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
         )
+
+
+def wire_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema as ``response_format`` carries it: references inlined (not every server follows
+    ``$ref``), titles and defaults dropped (noise in a grammar), every property required (as OpenAI's strict
+    mode wants; an optional one may still be null or empty)."""
+    schema = model.model_json_schema()
+    definitions = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return inline(definitions[node["$ref"].rsplit("/", 1)[-1]])
+        out = {
+            key: {name: inline(field) for name, field in value.items()} if key == "properties" else inline(value)
+            for key, value in node.items()
+            if key not in ("title", "default", "description")
+        }
+        if "properties" in out:  # every key written (null or [] when there is nothing): a constrained model
+            out["required"] = list(out["properties"])  # otherwise closes the object after the first ones
+        return out
+
+    return inline(schema)
+
+
+def _response_format(level: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's ``json_schema`` (also vLLM's, Ollama's, llama.cpp's own server's), or JSON mode carrying the
+    schema as llama-cpp-python's server reads it (``schema``, which it turns into a grammar)."""
+    if level == "json_schema" and schema:
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    return {"type": "json_object", **({"schema": schema} if schema else {})}
 
 
 def parse_json_output(text: str) -> dict | list:

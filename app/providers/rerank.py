@@ -89,7 +89,12 @@ class LLMReranker:
 
         batches = [documents[i : i + self._batch_size] for i in range(0, len(documents), self._batch_size)]
         answers = await asyncio.gather(
-            *(self._llm.complete_json(prompts.rerank_messages(query, batch), config=self._config) for batch in batches)
+            *(
+                self._llm.complete_json(
+                    prompts.rerank_messages(query, batch), config=self._config, json_schema=prompts.RERANK_SCHEMA
+                )
+                for batch in batches
+            )
         )
         out: list[float] = []
         for batch, answer in zip(batches, answers, strict=True):

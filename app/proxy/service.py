@@ -77,8 +77,11 @@ async def chat_completion(
     settings = runtime.settings
     if not settings.proxy_enabled:
         raise Forbidden("The OpenAI-compatible proxy is off on this server (MEMSYS_PROXY_ENABLED)")
-    if not settings.llm_api_key:  # the operator's setting, not an outage: an OpenAI client must not retry it
-        raise Forbidden("The OpenAI-compatible proxy has no upstream LLM here (MEMSYS_LLM_API_KEY is not set)")
+    if not settings.llm_server_key:  # the operator's setting, not an outage: an OpenAI client must not retry it
+        raise Forbidden(
+            "The OpenAI-compatible proxy has no upstream LLM here "
+            "(MEMSYS_LLM_API_KEY is not set and MEMSYS_LLM_BASE_URL is not a local server)"
+        )
     turn = _turn(settings, request, header_user, header_group)
     body = _upstream_body(settings, request, await _memory_message(runtime, turn))
     if request.stream:

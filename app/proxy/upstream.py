@@ -57,7 +57,7 @@ async def opened(settings: Settings, body: dict[str, Any]) -> AsyncIterator[http
     client = answer_capped_client(settings.proxy_max_answer_bytes, settings.llm_timeout_s, None)
     try:
         request = client.build_request(
-            "POST", chat_url(settings), json=body, headers={"Authorization": f"Bearer {settings.llm_api_key}"}
+            "POST", chat_url(settings), json=body, headers={"Authorization": f"Bearer {settings.llm_server_key}"}
         )
         try:
             response = await client.send(request, stream=True)

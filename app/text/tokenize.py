@@ -51,6 +51,12 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+def word_count(text: str) -> int:
+    """About how many words ``text`` has, in any script: a run of Latin letters or digits is one, a run of
+    Chinese characters one per two characters (rounded up; Chinese words average about that)."""
+    return sum((len(run) + 1) // 2 if _IS_CJK.match(run) else 1 for run in _RUNS.findall(text))
+
+
 def search_tokens(text: str) -> str:
     """What is stored in ``memories.search_tokens``."""
     return " ".join(tokenize(text))

@@ -1,0 +1,187 @@
+"""memsys's LLM paths driven by a real local model (``pytest -m llm``): Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)
+under llama-cpp-python's OpenAI-compatible server, on 127.0.0.1, as an operator would run it.
+
+Skipped, with the reason, when the model file or the server's runtime is not on the machine: the model comes
+from ``memsys local-model`` (``MEMSYS_TEST_LLM_MODEL``, default its ~/.cache/memsys/models file) and the server
+from a Python with ``llama-cpp-python[server]`` (``MEMSYS_TEST_LLAMA_PYTHON``, default the benchmarks' venv,
+~/.cache/memsys-bench/llama-venv, which ``python -m benchmarks.real_llm`` builds). The model is small and weak:
+these tests check what memsys guarantees whatever it answers (no stall, no empty memory, each message formed
+once, a real judgement, a real tool call before an answer), not that its memories are good.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from litestar.testing import TestClient
+
+from app.http.app import create_app
+from app.providers import local_model
+from app.settings import Settings
+from tests.conftest import free_port, process_env
+from tests.formation_helpers import FLUSH, MEMORIZE, assert_each_message_in_one_memcell, message, rows
+from tests.retrieval_support import memory, write
+
+pytestmark = pytest.mark.llm
+
+MODEL_FILE = Path(
+    os.environ.get("MEMSYS_TEST_LLM_MODEL", f"~/.cache/memsys/models/{local_model.FILE_NAME}")
+).expanduser()
+LLAMA_PYTHON = Path(
+    os.environ.get("MEMSYS_TEST_LLAMA_PYTHON", "~/.cache/memsys-bench/llama-venv/bin/python")
+).expanduser()
+TURNS = [
+    ("caroline", "Caroline", "I went to a LGBTQ support group yesterday and it was so powerful."),
+    ("melanie", "Melanie", "That's great, Caroline! I'm running a charity race for mental health on June 14th."),
+    ("caroline", "Caroline", "Good luck with the race! I'm thinking of going back to school to study counseling."),
+    ("melanie", "Melanie", "You'd be a great counselor. I painted a sunrise over the lake last week."),
+    ("caroline", "Caroline", "I'd love to see it. My family is adopting a dog from the shelter next month."),
+    ("melanie", "Melanie", "A dog! My kids would be so jealous. We're camping at the beach this weekend."),
+]
+FACTS = [
+    "Melanie: I'm running a charity race for mental health on June 14th.",
+    "Caroline: I'm thinking of going back to school to study counseling.",
+    "Melanie: I painted a sunrise over the lake last week.",
+    "Caroline: My family is adopting a dog from the shelter next month.",
+]
+
+
+def _missing() -> str | None:
+    if not MODEL_FILE.is_file():
+        return f"no model at {MODEL_FILE}: run `memsys local-model` (or set MEMSYS_TEST_LLM_MODEL)"
+    if not LLAMA_PYTHON.is_file():
+        return f"no llama-cpp-python server at {LLAMA_PYTHON} (set MEMSYS_TEST_LLAMA_PYTHON)"
+    check = subprocess.run([str(LLAMA_PYTHON), "-c", "import llama_cpp.server"], capture_output=True)
+    if check.returncode != 0:
+        return f"{LLAMA_PYTHON} cannot import llama_cpp.server"
+    return None
+
+
+@pytest.fixture(scope="module")
+def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The model under llama-cpp-python's server on a free loopback port, as ``local_model.SERVE_COMMAND``."""
+    if reason := _missing():
+        pytest.skip(reason)
+    port = free_port()
+    command = local_model.SERVE_COMMAND.format(path=MODEL_FILE).replace("--port 18080", f"--port {port}").split()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with open(log, "wb") as output:
+        process = subprocess.Popen([str(LLAMA_PYTHON), *command[1:]], stdout=output, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, log.read_text()[-2000:]
+            try:
+                if httpx.get(url + "/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "llama.cpp's server did not start in 120 s"
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def operator_env(llama_url: str) -> dict[str, str]:
+    """The operator's settings for a local model: its loopback URL and name, no key at all."""
+    return {
+        "MEMSYS_LLM_BASE_URL": llama_url,
+        "MEMSYS_LLM_MODEL": local_model.MODEL_ALIAS,
+        "MEMSYS_LLM_API_KEY": "",
+        "MEMSYS_LLM_TIMEOUT_SECONDS": "300",
+        "MEMSYS_LLM_MAX_TOKENS": "1024",
+    }
+
+
+def test_a_short_conversation_forms_with_the_real_model_without_stall_or_empty_memories(
+    llama_url, server_process_factory, database_url
+):
+    """memsys serve with the local model as its LLM (no key: a loopback URL needs none) forms six turns: the
+    judge and extraction are the model's; whatever it answers, every message lands in exactly one MemCell,
+    no memory is empty, and a MemCell the model formed thinly keeps the offline path's memories instead."""
+    server = server_process_factory({**process_env(database_url), **operator_env(llama_url)})
+    server.start()
+    sent = [
+        message(i + 1, text, sender=sender, sender_name=name, group_id="friends")
+        for i, (sender, name, text) in enumerate(TURNS)
+    ]
+    with httpx.Client(base_url=server.base_url, timeout=60) as client:
+        for body in sent:
+            assert client.post(MEMORIZE, json=body).status_code == 200
+        assert client.post(FLUSH, json={"group_id": "friends"}).status_code == 200
+        deadline = time.monotonic() + 900
+        while rows(database_url, "SELECT count(*) AS n FROM messages WHERE status = 'pending'")[0]["n"]:
+            assert time.monotonic() < deadline, "formation with the real model did not finish in 15 minutes"
+            time.sleep(2)
+    assert_each_message_in_one_memcell(database_url, {b["message_id"] for b in sent})
+    memories = rows(database_url, "SELECT memory_type, content, metadata FROM memories")
+    assert memories and all(m["content"].strip() for m in memories)
+    assert {"episode", "event_log"} <= {m["memory_type"] for m in memories}
+    cells = rows(database_url, "SELECT boundary_reason, extraction_mode FROM memcells")
+    assert len(cells) < len(TURNS), "not one MemCell per message: a judge ending every turn is distrusted"
+    for m in memories:
+        if m["metadata"]["extraction"] == "offline":
+            assert m["metadata"]["llm_fallback"], m
+    assert "memsys_llm_answers_total" in httpx.get(server.base_url + "/metrics").text
+
+
+@pytest.fixture
+def llm_api(settings: Settings, llama_url: str, database_url: str) -> Iterator[TestClient]:
+    update = {
+        "llm_base_url": llama_url,
+        "llm_model": local_model.MODEL_ALIAS,
+        "llm_api_key": None,
+        "llm_timeout_s": 300.0,
+        "llm_max_tokens": 512,
+        "llm_max_retries": 0,
+    }
+    with TestClient(create_app(settings.model_copy(update=update)), raise_server_exceptions=False) as client:
+        embedder = client.app.state.runtime.embedder
+        write(
+            database_url,
+            [memory(t, embedder.embed_sync([t])[0], memory_type="event_log", group_id="friends") for t in FACTS],
+        )
+        yield client
+
+
+def test_agentic_retrieval_gets_a_real_judgement(llm_api: TestClient):
+    response = llm_api.post(
+        "/api/v3/agentic/retrieve_agentic",
+        json={"query": "When is Melanie's charity race?", "group_id": "friends", "data_source": "event_log"},
+    )
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    metadata = result["metadata"]
+    assert metadata["fallback_reason"] is None, metadata
+    assert isinstance(metadata["is_sufficient"], bool) and metadata["reasoning"]
+    assert "charity race" in result["memories"][0]["content"]
+
+
+def test_the_agent_answers_after_a_real_tool_call(llm_api: TestClient):
+    """llama.cpp honours the forced first call (tool_choice): the model itself calls search_memories through
+    the function-calling API, and answers from what it found."""
+    response = llm_api.post(
+        "/api/v3/agentic/agent",
+        json={
+            "messages": [{"role": "user", "content": "When is Melanie's charity race?"}],
+            "context_manage_mode": "auto",
+            "group_id": "friends",
+            "max_steps": 4,
+        },
+    )
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert result["success"] is True, result["metadata"]
+    first = result["metadata"]["tool_calls"][0]
+    assert (first["name"], first["made_by"], first["ok"]) == ("search_memories", "model", True)
+    assert result["messages"][1]["tool_calls"][0]["function"]["name"] == "search_memories"
+    assert "14" in result["answer"], result["answer"]
