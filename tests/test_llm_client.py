@@ -123,3 +123,53 @@ def test_fake_server_embeddings_and_rerank(fake_llm: FakeLLM) -> None:
         json={"model": "r", "query": "roast duck", "documents": ["tea", "roast duck in Beijing", "duck"], "top_n": 2},
     ).json()
     assert [r["index"] for r in ranked["results"]] == [1, 2]
+
+
+def test_the_response_format_steps_down_only_until_the_endpoint_has_taken_one(fake_llm: FakeLLM) -> None:
+    """auto: a refusal (400, or llama-cpp-python's 500 naming response_format) of a schema the endpoint never
+    took sends the same call again with less, not counted as an attempt; once it took one, an error is an error."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    fake_llm.queue(
+        Reply(status=400),
+        Reply(status=500, json_body={"detail": "body.response_format.type: Input should be 'text' or 'json_object'"}),
+        '{"a": 1}',
+        Reply(status=400),
+    )
+    client = client_for(fake_llm, max_retries=0)
+    assert run(client.complete_json(ASK, json_schema=schema)) == {"a": 1}
+    formats = [r.body.get("response_format") for r in fake_llm.chat_requests]
+    assert formats == [
+        {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}},
+        {"type": "json_object", "schema": schema},
+        None,
+    ]
+    with pytest.raises(LLMError, match="HTTP 400"):  # asked without a format now: a 400 is the call's failure
+        run(client.complete_json(ASK, json_schema=schema))
+    assert len(fake_llm.chat_requests) == 4
+
+
+def test_a_schema_the_endpoint_took_is_kept_and_a_plain_500_is_retried(fake_llm: FakeLLM) -> None:
+    fake_llm.queue('{"a": 1}', Reply(status=500), '{"a": 2}')
+    client = client_for(fake_llm)
+    assert run(client.complete_json(ASK, json_schema={"type": "object"})) == {"a": 1}
+    assert run(client.complete_json(ASK, json_schema={"type": "object"})) == {"a": 2}
+    assert [r.body["response_format"]["type"] for r in fake_llm.chat_requests] == ["json_schema"] * 3
+
+
+@pytest.mark.parametrize(
+    ("base_url", "key"),
+    [
+        ("http://127.0.0.1:8080/v1", "local"),
+        ("http://localhost:11434/v1", "local"),
+        ("http://[::1]:8000/v1", "local"),
+        ("https://openrouter.ai/api/v1", None),
+        ("http://10.0.0.5:8000/v1", None),
+    ],
+)
+def test_a_loopback_llm_needs_no_key_and_any_other_does(base_url: str, key: str | None) -> None:
+    from app.settings import Settings
+
+    settings = Settings(llm_base_url=base_url, llm_api_key=None)
+    assert settings.llm_server_key == key
+    assert LLMClient.from_settings(settings).configured is (key is not None)
+    assert Settings(llm_base_url=base_url, llm_api_key="mine").llm_server_key == "mine"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,3 +186,50 @@ def test_the_agent_answers_after_a_real_tool_call(llm_api: TestClient):
     assert (first["name"], first["made_by"], first["ok"]) == ("search_memories", "model", True)
     assert result["messages"][1]["tool_calls"][0]["function"]["name"] == "search_memories"
     assert "14" in result["answer"], result["answer"]
+
+
+def test_memsys_local_model_checks_the_file_it_assembled():
+    """``memsys local-model`` on a directory holding the model keeps it when its sha256 is the known one, and
+    says how to serve it (no download: the file is there)."""
+    if not MODEL_FILE.is_file():
+        pytest.skip(f"no model at {MODEL_FILE}: run `memsys local-model`")
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "local-model", "--dir", str(MODEL_FILE.parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{MODEL_FILE} (sha256 {local_model.SHA256}, checked)" in done.stdout
+    assert "MEMSYS_LLM_BASE_URL=http://127.0.0.1:18080/v1" in done.stdout and "downloading" not in done.stderr
+
+
+def test_compression_writes_a_real_summary(llm_api: TestClient):
+    """compress: older messages over the budget become a state snapshot the model wrote, not a copy."""
+    history = []
+    for user, reply in (
+        ("My sister Ana is visiting from Lisbon next week.", "How nice! Any plans for her visit?"),
+        ("We will hike in the mountains on Saturday and cook bacalhau on Sunday.", "That sounds lovely."),
+        ("She is allergic to peanuts, so no satay this time.", "Noted: no peanuts while Ana is here."),
+    ):
+        history += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
+    history.append({"role": "user", "content": "What did I say Ana is allergic to?"})
+    response = llm_api.post(
+        "/api/v3/agentic/agent",
+        json={
+            "messages": history,
+            "context_manage_mode": "compress",
+            "max_total_tokens": 100,
+            "keep_recent_count": 1,
+            "group_id": "friends",
+            "max_steps": 3,
+        },
+    )
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert result["metadata"]["compressed"] >= 4
+    snapshot = next(m["content"] for m in result["messages"] if m["content"].startswith("[State snapshot"))
+    summary = snapshot.split("\n", 1)[1]
+    assert len(summary.split()) >= 5 and summary not in {m["content"] for m in history}
+    assert any(word in summary.lower() for word in ("ana", "sister", "peanut", "lisbon")), summary

@@ -345,7 +345,8 @@ class LLMClient:
                 raise LLMAuthError(f"The LLM endpoint refused the API key (HTTP {exc.status_code})") from exc
             except openai.APIStatusError as exc:
                 if "response_format" in extra and (
-                    exc.status_code in (400, 422) or (exc.status_code == 500 and "response_format" in exc.message)
+                    exc.status_code in (400, 422)
+                    or (exc.status_code == 500 and "response_format" in f"{exc.message}{exc.body}")
                 ):
                     raise FormatRefused(
                         f"The LLM endpoint refused the response_format (HTTP {exc.status_code})"
