@@ -231,3 +231,12 @@ def test_a_tool_call_written_in_the_answer_text_is_run(api, fake_llm):
     ]
     assert calls[0]["arguments"] == {"query": "Alice food", "top_k": 3}
     assert "roast duck" in result["messages"][2]["content"]
+
+
+def test_an_endpoint_refusing_tool_choice_is_asked_without_it_and_memsys_searches(api, fake_llm):
+    replies = iter(["July 15th.", "Alice loves Beijing roast duck."])
+    fake_llm.force(lambda body: Reply(status=400) if "tool_choice" in body else next(replies))
+    result = ask(api, user_id="u1")
+    assert result["success"] is True and result["answer"] == "Alice loves Beijing roast duck."
+    assert ["tool_choice" in r.body for r in fake_llm.chat_requests] == [True, False, False]
+    assert [c["made_by"] for c in result["metadata"]["tool_calls"]] == ["memsys"]

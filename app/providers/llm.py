@@ -66,8 +66,8 @@ STRUCTURED_LEVELS = ("json_schema", "json_object", "off")
 
 
 class FormatRefused(LLMError):
-    """A 400 or 422 to a call carrying a ``response_format`` (or a 500 naming it, as llama-cpp-python answers an
-    unknown format): under ``auto``, before the endpoint ever took one, it is asked again with less."""
+    """A 400 or 422 to a call carrying a ``response_format`` or ``tool_choice`` (or a 500 naming it, as
+    llama-cpp-python answers an unknown format): before the endpoint ever took one, asked again with less."""
 
 
 @dataclass
@@ -142,7 +142,9 @@ class LLMClient:
         self._levels: dict[str | None, str] = {}
         """auto: the most constrained ``response_format`` each endpoint (base URL) has not refused."""
         self._accepted: set[str | None] = set()
-        """Endpoints that have answered a call carrying a ``response_format``."""
+        """Endpoints that have answered a call carrying a ``response_format`` or a ``tool_choice``."""
+        self._no_tool_choice: set[str | None] = set()
+        """Endpoints that refused ``tool_choice``: asked without it from then on."""
         self._slots = Slots(max_concurrency, share)
         """Calls in flight at once, of which one API key holds at most its ``MEMSYS_TENANT_SHARE``: a tenant's slow
         endpoint holds its own share, never the others'."""
@@ -294,14 +296,20 @@ class LLMClient:
         while True:
             level = self._level(config.base_url) if structured is not None else "off"
             fields = extra if level == "off" else {**extra, "response_format": _response_format(level, *structured)}
+            if config.base_url in self._no_tool_choice:
+                fields.pop("tool_choice", None)
             try:
                 reply = await self._once(client, config.model or "", messages, max_tokens, fields)
-                if level != "off":
+                if level != "off" or "tool_choice" in fields:
                     self._accepted.add(config.base_url)
                 return await read(reply)
             except LLMAuthError:
                 raise
             except LLMError as exc:
+                if isinstance(exc, FormatRefused) and "tool_choice" in fields and config.base_url not in self._accepted:
+                    log.warning("the LLM endpoint refused tool_choice (%s); calling it without", exc)
+                    self._no_tool_choice.add(config.base_url)
+                    continue  # the caller makes the call the model did not (app.agent.service)
                 if isinstance(exc, FormatRefused) and self._may_step_down(config.base_url, level):
                     lower = STRUCTURED_LEVELS[STRUCTURED_LEVELS.index(level) + 1]
                     log.warning(
@@ -344,13 +352,12 @@ class LLMClient:
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 raise LLMAuthError(f"The LLM endpoint refused the API key (HTTP {exc.status_code})") from exc
             except openai.APIStatusError as exc:
-                if "response_format" in extra and (
-                    exc.status_code in (400, 422)
-                    or (exc.status_code == 500 and "response_format" in f"{exc.message}{exc.body}")
-                ):
-                    raise FormatRefused(
-                        f"The LLM endpoint refused the response_format (HTTP {exc.status_code})"
-                    ) from exc
+                for field in ("response_format", "tool_choice"):
+                    if field in extra and (
+                        exc.status_code in (400, 422)
+                        or (exc.status_code == 500 and field in f"{exc.message}{exc.body}")
+                    ):
+                        raise FormatRefused(f"The LLM endpoint refused the {field} (HTTP {exc.status_code})") from exc
                 raise LLMError(f"The LLM endpoint answered HTTP {exc.status_code}") from exc
             except openai.APIConnectionError as exc:
                 raise LLMError("The LLM endpoint could not be reached") from exc
