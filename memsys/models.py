@@ -261,6 +261,8 @@ class ToolCallRecord(Result):
     ok: bool
     tokens: int
     ms: float
+    made_by: Literal["model", "memsys"] = "model"
+    """memsys: the model answered before searching, so memsys searched with the user's last message."""
 
 
 class AgentMetadata(Result):
