@@ -209,9 +209,18 @@ def test_compression_writes_a_real_summary(llm_api: TestClient):
     """compress: older messages over the budget become a state snapshot the model wrote, not a copy."""
     history = []
     for user, reply in (
-        ("My sister Ana is visiting from Lisbon next week.", "How nice! Any plans for her visit?"),
-        ("We will hike in the mountains on Saturday and cook bacalhau on Sunday.", "That sounds lovely."),
-        ("She is allergic to peanuts, so no satay this time.", "Noted: no peanuts while Ana is here."),
+        (
+            "My sister Ana is visiting from Lisbon next week; she arrives on Thursday evening by train.",
+            "How nice! Do you have plans for her visit, or should we look for some ideas together?",
+        ),
+        (
+            "We will hike in the mountains on Saturday and cook bacalhau with her friends on Sunday.",
+            "That sounds lovely: a long walk and a Portuguese dinner. Shall I find a trail for Saturday?",
+        ),
+        (
+            "Yes please. Also remember she is allergic to peanuts, so no satay or peanut sauce this time.",
+            "Noted: no peanuts while Ana is here. I will keep that in mind for every meal you plan.",
+        ),
     ):
         history += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
     history.append({"role": "user", "content": "What did I say Ana is allergic to?"})
