@@ -16,8 +16,9 @@ packages with ``memsys local-model``'s code). On the first LoCoMo dev conversati
     guard formed offline (and why), valid answers per prompt, seconds per message, stalls, and evidence recall
     of the slice's questions;
 (b) **QA**: ``--qa-questions`` questions of categories 1-4 of the whole conversation, stratified by category; the
-    model answers each from memsys ``POST /context`` (the offline path, the default, whole conversation) and
-    from raw-turn RRF's context, both within ``--budget`` tokens; token F1 against the gold answer (LoCoMo's);
+    model answers each from memsys ``POST /context`` (the offline path, the default, whole conversation), from
+    memsys's ``rrf`` ranking of event logs, and from raw-turn RRF's context, all within ``--budget`` tokens;
+    token F1 against the gold answer (LoCoMo's);
 (c) **the agent**: ``POST /agent`` with the model answers the first ``--agent-questions`` of them end to end:
     F1, steps, tool calls and who made them (the model, or memsys for a model that answered before looking).
 
@@ -48,7 +49,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``app`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import RESULTS_DIR, ROOT, memsys_server, panel_plot, percentiles, print_table, save
-from benchmarks.evidence_recall import within_budget
+from benchmarks.evidence_recall import Retrieved, within_budget
 from benchmarks.llama_runtime import (
     DEFAULT_CACHE,
     LLAMA_PACKAGE,
@@ -76,6 +77,8 @@ DEFAULT_OUT = RESULTS_DIR / "real_llm"
 ANSWER_PROMPT = Path(__file__).resolve().parent / "prompts" / "real_llm_answer.txt"
 ANSWER_MAX_TOKENS = 32
 BUDGETS_SHOWN = (512, 2048)
+CONTEXTS = ("memsys /context", "memsys rrf event_log", "raw-turn rrf")
+"""What the model answers from in (b), each within the same budget."""
 SHORT = {"all": "all", "1": "multi-hop", "2": "temporal", "3": "open-dom", "4": "single-hop"}
 
 
@@ -408,6 +411,19 @@ def memsys_context(client: httpx.Client, conversation: Conversation, question: Q
     return "\n\n".join(m["content"] for m in messages if m["role"] == "system" and m.get("content"))
 
 
+def memsys_ranked_context(client: httpx.Client, conversation: Conversation, question: Question, budget: int) -> str:
+    """memsys's own ranking as a reader gets raw turns: ``rrf`` over event logs, each memory a line with its
+    day, whole memories in rank order while they fit the budget."""
+    body = {**question_body(conversation, question), "retrieval_mode": "rrf", "data_source": "event_log"}
+    response = client.post("/api/v3/agentic/retrieve_lightweight", json=body)
+    response.raise_for_status()
+    ranked = [
+        Retrieved(f"[{str(m['timestamp'])[:10]}] {m['content']}", frozenset(m.get("source_message_ids") or []))
+        for m in response.json()["result"]["memories"]
+    ]
+    return raw_context(ranked, budget)
+
+
 def raw_context(ranked, budget: int) -> str:
     return "\n".join(item.content for item in within_budget(ranked, budget))
 
@@ -437,6 +453,7 @@ def qa_and_agent(code: Path, conversation: Conversation, questions, args, out_di
                 row = {"question": question.question, "category": question.category, "gold": question.answer}
                 for name, context in (
                     ("memsys /context", memsys_context(client, conversation, question, args.budget)),
+                    ("memsys rrf event_log", memsys_ranked_context(client, conversation, question, args.budget)),
                     ("raw-turn rrf", raw_context(raw[position[id(question)]], args.budget)),
                 ):
                     reply, seconds = answer(model, llm_url, speakers, context, question)
@@ -490,7 +507,7 @@ def agent(client: httpx.Client, conversation: Conversation, question: Question, 
 def qa_summary(result: dict) -> dict:
     rows = result["qa"]
     out: dict = {}
-    for name in ("memsys /context", "raw-turn rrf"):
+    for name in CONTEXTS:
         groups = [("all", rows)] + [(str(c), [r for r in rows if r["category"] == c]) for c in CATEGORIES]
         out[name] = {
             category: {
@@ -613,7 +630,7 @@ def plot(results: dict, out_dir: Path) -> Path | None:
         qa = results["qa"]
         panels["QA token F1 by category"] = {
             name: ([SHORT[c] for c in SHORT if c in qa[name]], [qa[name][c]["f1"] for c in SHORT if c in qa[name]])
-            for name in ("memsys /context", "raw-turn rrf")
+            for name in CONTEXTS
         }
     if not panels:
         return None
@@ -672,7 +689,7 @@ def print_report(results: dict, config: dict) -> None:
             {"context": name, "n": qa[name]["all"]["questions"]}
             | {SHORT[c]: qa[name][c]["f1"] for c in SHORT if c in qa[name]}
             | {"unknown": qa[name]["all"]["answered_unknown"], "s p50": qa[name]["all"]["seconds"]["p50"]}
-            for name in ("memsys /context", "raw-turn rrf")
+            for name in CONTEXTS
         ]
         print_table(rows, list(rows[0]))
         if "agent" in qa:

@@ -240,3 +240,16 @@ def test_an_endpoint_refusing_tool_choice_is_asked_without_it_and_memsys_searche
     assert result["success"] is True and result["answer"] == "Alice loves Beijing roast duck."
     assert ["tool_choice" in r.body for r in fake_llm.chat_requests] == [True, False, False]
     assert [c["made_by"] for c in result["metadata"]["tool_calls"]] == ["memsys"]
+
+
+def test_a_window_the_model_chose_that_holds_nothing_is_searched_again_over_the_requests(api, fake_llm, database_url):
+    """A weak model fills optional arguments at random ("the last 30 days" of a conversation held a year ago):
+    the search widens to the request's window and says so, rather than reading as "no memory"."""
+    embedder = api.app.state.runtime.embedder
+    text = "Carol moved to Lisbon for her new job"
+    vector = embedder.embed_sync([text])[0]
+    write(database_url, [memory(text, vector, memory_type="event_log", days_ago=400, user_id="u9", group_id="g9")])
+    fake_llm.queue(tool_calls(("search_memories", {"query": "Carol Lisbon", "time_range_days": 30})), "Lisbon.")
+    result = ask(api, group_id="g9")
+    reply = result["messages"][2]["content"]
+    assert reply.startswith("(Nothing in the last 30 days; these are from all time.)") and "Carol moved" in reply

@@ -173,6 +173,19 @@ async def _call(
 
 
 async def _search(runtime: Runtime, request: AgentRequest, arguments: SearchMemories) -> str:
+    """The search's results as the model reads them. A window the model chose itself (``time_range_days``)
+    that holds nothing is searched again over the request's: a weak model fills optional arguments at random
+    ("the last 10 days" of a conversation held a year ago), and an empty result would read as "no memory"."""
+    found = await _search_within(runtime, request, arguments)
+    if found.startswith("No ") and arguments.time_range_days and arguments.time_range_days != request.time_range_days:
+        wider = await _search_within(runtime, request, arguments.model_copy(update={"time_range_days": None}))
+        if not wider.startswith("No "):
+            window = request.time_range_days and f"the last {request.time_range_days} days" or "all time"
+            return f"(Nothing in the last {arguments.time_range_days} days; these are from {window}.)\n{wider}"
+    return found
+
+
+async def _search_within(runtime: Runtime, request: AgentRequest, arguments: SearchMemories) -> str:
     scoped = request.model_copy(update={"time_range_days": arguments.time_range_days or request.time_range_days})
     filters = retrieval.filters_for(scoped, memory_type=arguments.memory_type)
     found = await retrieval.search(
