@@ -397,7 +397,10 @@ def _local_model(directory: str) -> int:
     print("serve it (pip install 'llama-cpp-python[server]' first):")
     print("  " + local_model.SERVE_COMMAND.format(path=path))
     print("then start memsys with:")
-    print(f"  MEMSYS_LLM_BASE_URL=http://127.0.0.1:18080/v1 MEMSYS_LLM_MODEL={local_model.MODEL_ALIAS} memsys serve")
+    print(
+        f"  MEMSYS_LLM_BASE_URL=http://127.0.0.1:18080/v1 MEMSYS_LLM_MODEL={local_model.MODEL_ALIAS} "
+        "MEMSYS_LLM_TIMEOUT_SECONDS=300 memsys serve   (a small model on a CPU takes over a minute a call)"
+    )
     return 0
 
 
