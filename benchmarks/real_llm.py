@@ -600,7 +600,10 @@ def main(args: argparse.Namespace) -> dict:
             checkpoint("formation", started)
         if questions:
             started = time.perf_counter()
-            print(f"[qa] {len(questions)} questions × 2 contexts; agent on {args.agent_questions}", file=sys.stderr)
+            print(
+                f"[qa] {len(questions)} questions × {len(CONTEXTS)} contexts; agent on {args.agent_questions}",
+                file=sys.stderr,
+            )
             details = qa_and_agent(code, conversation, questions, args, out_dir, llm_url)
             results["qa"] = qa_summary(details)
             results["qa_details"] = details
