@@ -617,27 +617,43 @@ def main(args: argparse.Namespace) -> dict:
     return results
 
 
-def plot(results: dict, out_dir: Path) -> Path | None:
-    panels = {}
+def plot(results: dict, out_dir: Path) -> list[Path]:
+    """One PNG per part (panel_plot draws one legend, the first panel's): valid JSON per prompt, QA F1."""
+    drawn = []
     if "structured_output" in results:
         so = results["structured_output"]
         names = list(so)
-        panels["valid JSON the first time, per prompt"] = {
+        series = {
             f"schema {'sent' if mode == 'auto' else 'not sent'}": (
                 names,
                 [so[n][mode]["valid_first_time"] for n in names],
             )
             for mode in ("auto", "off")
         }
+        drawn.append(
+            panel_plot(
+                out_dir / "real_llm_structured_output.png",
+                {"valid JSON the first time, per prompt": series},
+                xlabel=MODEL_ALIAS,
+                ylabel="share",
+            )
+        )
     if "qa" in results:
         qa = results["qa"]
-        panels["QA token F1 by category"] = {
+        series = {
             name: ([SHORT[c] for c in SHORT if c in qa[name]], [qa[name][c]["f1"] for c in SHORT if c in qa[name]])
             for name in CONTEXTS
+            if name in qa
         }
-    if not panels:
-        return None
-    return panel_plot(out_dir / "real_llm.png", panels, xlabel=MODEL_ALIAS, ylabel="share / F1")
+        drawn.append(
+            panel_plot(
+                out_dir / "real_llm_qa.png",
+                {"QA token F1 by category": series},
+                xlabel=f"{MODEL_ALIAS} as the reader",
+                ylabel="token F1",
+            )
+        )
+    return drawn
 
 
 def print_report(results: dict, config: dict) -> None:
