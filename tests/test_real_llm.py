@@ -185,7 +185,9 @@ def test_the_agent_answers_after_a_real_tool_call(llm_api: TestClient):
     first = result["metadata"]["tool_calls"][0]
     assert (first["name"], first["made_by"], first["ok"]) == ("search_memories", "model", True)
     assert result["messages"][1]["tool_calls"][0]["function"]["name"] == "search_memories"
-    assert "14" in result["answer"], result["answer"]
+    assert result["messages"][2]["content"].startswith("1. [event_log") and result["answer"].strip()
+    # What the model then writes is its own (it said "June 14th" in every run here); not asserted, to keep CI honest
+    # about what memsys guarantees.
 
 
 def test_memsys_local_model_checks_the_file_it_assembled():
