@@ -47,7 +47,7 @@ SUFFICIENCY_SCHEMA = {
     "type": "object",
     "properties": {
         "is_sufficient": {"type": "boolean"},
-        "reasoning": {"type": "string"},
+        "reasoning": {"type": "string", "minLength": 1},
         "missing_information": {"type": "string"},
         "refined_queries": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
     },
