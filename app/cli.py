@@ -395,11 +395,12 @@ def _local_model(directory: str) -> int:
         return 1
     print(f"{path} (sha256 {local_model.SHA256}, checked)")
     print("serve it (pip install 'llama-cpp-python[server]' first):")
-    print("  " + local_model.SERVE_COMMAND.format(path=path))
+    print("  python " + " ".join(local_model.serve_arguments(path)))
     print("then start memsys with:")
     print(
-        f"  MEMSYS_LLM_BASE_URL=http://127.0.0.1:18080/v1 MEMSYS_LLM_MODEL={local_model.MODEL_ALIAS} "
-        "MEMSYS_LLM_TIMEOUT_SECONDS=300 memsys serve   (a small model on a CPU takes over a minute a call)"
+        f"  MEMSYS_LLM_BASE_URL=http://127.0.0.1:{local_model.LOCAL_PORT}/v1 "
+        f"MEMSYS_LLM_MODEL={local_model.MODEL_ALIAS} MEMSYS_LLM_TIMEOUT_SECONDS=300 memsys serve"
+        "   (a small model on a CPU takes over a minute a call)"
     )
     return 0
 

@@ -68,27 +68,7 @@ def _runtime_ready(python: Path) -> bool:
 def llama_server(runtime: LlamaRuntime, *, threads: int, n_ctx: int, log: Path) -> Iterator[str]:
     """``python -m llama_cpp.server`` on a free loopback port; yields its OpenAI base URL (``…/v1``)."""
     port = free_port()
-    command = [
-        str(runtime.python),
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(runtime.gguf),
-        "--model_alias",
-        MODEL_ALIAS,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        str(n_ctx),
-        "--n_threads",
-        str(threads),
-        "--n_threads_batch",
-        str(threads),
-        "--logits_all",
-        "false",
-    ]
+    command = [str(runtime.python), *local_model.serve_arguments(runtime.gguf, port=port, threads=threads, n_ctx=n_ctx)]
     with open(log, "ab") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}/v1"

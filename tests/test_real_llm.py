@@ -66,14 +66,14 @@ def _missing() -> str | None:
 
 @pytest.fixture(scope="module")
 def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The model under llama-cpp-python's server on a free loopback port, as ``local_model.SERVE_COMMAND``."""
+    """The model under llama-cpp-python's server on a free loopback port, as ``memsys local-model`` says to run it."""
     if reason := _missing():
         pytest.skip(reason)
     port = free_port()
-    command = local_model.SERVE_COMMAND.format(path=MODEL_FILE).replace("--port 18080", f"--port {port}").split()
+    command = [str(LLAMA_PYTHON), *local_model.serve_arguments(MODEL_FILE, port=port)]
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with open(log, "wb") as output:
-        process = subprocess.Popen([str(LLAMA_PYTHON), *command[1:]], stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 120

