@@ -138,6 +138,16 @@ def test_hostile_answers_parse_in_bounded_time(name: str) -> None:
         assert isinstance(value, LLMBadOutput), (name, str(value)[:80])
 
 
+def test_tool_calls_in_a_hostile_answers_text_are_read_in_bounded_time() -> None:
+    """The agent reads tool calls a model wrote as text (``<tool_call>`` blocks): 220 KB of unclosed tags took a
+    lazy regex seconds (it rescans the rest from each tag); one pass finds that there is no call."""
+    from app.agent.tools import calls_in_text
+
+    started = time.perf_counter()
+    assert calls_in_text("<tool_call>" * 20_000, 1) == []
+    assert time.perf_counter() - started < 2.0
+
+
 def test_nesting_deeper_than_the_limit_is_refused() -> None:
     assert parse_json_output("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
     for text in ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), '{"a": ' * (MAX_DEPTH + 1)):

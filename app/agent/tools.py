@@ -9,7 +9,6 @@ refused in the tool's reply, never run; offloaded content is read back only by t
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.agent import repository
 from app.agent.schemas import AgentRequest
-from app.providers.llm_json import UnusableJSON, loads_within_depth, parse_answer
+from app.providers.llm_json import UnusableJSON, loads_within_depth, parse_answer, tagged_blocks
 from app.retrieval import service as retrieval
 from app.runtime import Runtime
 from app.text.cpu import run_off_loop
@@ -96,15 +95,12 @@ def search_call(question: str, step: int) -> dict[str, Any]:
     }
 
 
-_TOOL_CALL_TAG = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-
-
 def calls_in_text(content: str, step: int) -> list[dict[str, Any]]:
     """Tool calls a model wrote in its text instead of the API's ``tool_calls`` (prompt-level tools, as a local
     server without a function-calling chat format returns them): ``<tool_call>{"name": …, "arguments": …}
     </tool_call>`` blocks (Qwen, Hermes), or an answer holding such an object (bare or fenced). Only our
     tools' names count: any other answer is an answer."""
-    blocks = _TOOL_CALL_TAG.findall(content) or [content]
+    blocks = tagged_blocks(content, "tool_call") or [content]
     calls = []
     for number, block in enumerate(blocks):
         try:

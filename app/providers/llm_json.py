@@ -64,6 +64,21 @@ def drop_think_blocks(text: str) -> str:
     return "".join(kept)
 
 
+def tagged_blocks(text: str, tag: str) -> list[str]:
+    """The contents of the closed ``<tag>…</tag>`` blocks of ``text``, in order, found in one linear pass (a lazy
+    ``<tag>(.*?)</tag>`` regex rescans the rest of the text from every unclosed opening tag)."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    blocks: list[str] = []
+    start = text.find(opening)
+    while start >= 0:
+        end = text.find(closing, start + len(opening))
+        if end < 0:
+            break  # no closing tag after this one: none after any later opening either
+        blocks.append(text[start + len(opening) : end])
+        start = text.find(opening, end + len(closing))
+    return blocks
+
+
 def parse_answer(text: str) -> dict | list:
     """The JSON object or list a model answered: the whole answer when it is one (as ``json.loads`` reads
     it), else the first one in it, repaired (and not empty). ``UnusableJSON`` when there is none, or when it
