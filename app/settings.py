@@ -134,7 +134,7 @@ class Settings(BaseSettings):
     llm_structured_output: Literal["auto", "json_schema", "json_object", "off"] = "auto"
     """What a call expecting JSON sends as ``response_format``: ``json_schema`` (the answer's schema: the server
     constrains the model to it), ``json_object`` (JSON mode), ``off`` (nothing: the prompt asks for JSON);
-    ``auto``: the schema, stepping down per endpoint when it refuses one (HTTP 400/422)."""
+    ``auto``: the schema, stepping down per endpoint when it refuses one (HTTP 400/422, or a 500 naming it)."""
     llm_max_answer_bytes: int = Field(default=256 * 1024, ge=1024)
     """Largest LLM answer (HTTP body) read; a larger one is an unusable answer (the caller falls back)."""
 
@@ -241,8 +241,14 @@ class Settings(BaseSettings):
         ignore. None: no LLM (formation runs offline)."""
         if self.llm_api_key:
             return self.llm_api_key
+        from app.providers.llm_urls import non_public_kind  # httpx and anyio: not for every settings import
+
         host = (urlsplit(self.llm_base_url).hostname or "").lower()
-        return LOCAL_LLM_KEY if host == "localhost" or _is_loopback(host) else None
+        try:
+            loopback = host == "localhost" or non_public_kind(ipaddress.ip_address(host)) == "loopback"
+        except ValueError:  # a host name
+            loopback = False
+        return LOCAL_LLM_KEY if loopback else None
 
     def resolved_data_dir(self) -> Path:
         """``data_dir``, or where it defaults to (see there)."""
@@ -255,13 +261,6 @@ class Settings(BaseSettings):
 
 LOCAL_LLM_KEY = "local"
 """The placeholder key sent to a loopback MEMSYS_LLM_BASE_URL when MEMSYS_LLM_API_KEY is not set."""
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 LEGACY_DATA_DIR = Path(".memsys")

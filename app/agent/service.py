@@ -136,10 +136,4 @@ async def run(runtime: Runtime, request: AgentRequest) -> tuple[str, AgentResult
 
 def _last_user_text(messages: list[dict]) -> str:
     """The text of the dialogue's last user message (what memsys searches for when the model did not)."""
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):  # OpenAI's content parts
-                return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
-            return content if isinstance(content, str) else ""
-    return ""
+    return next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
