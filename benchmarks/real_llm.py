@@ -48,7 +48,16 @@ import httpx
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``app`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import RESULTS_DIR, ROOT, memsys_server, panel_plot, percentiles, print_table, save
+from benchmarks.common import (
+    RESULTS_DIR,
+    ROOT,
+    memsys_server,
+    panel_plot,
+    percentiles,
+    print_table,
+    save,
+    wait_until_formed,
+)
 from benchmarks.evidence_recall import Retrieved, within_budget
 from benchmarks.llama_runtime import (
     DEFAULT_CACHE,
@@ -445,10 +454,8 @@ def qa_and_agent(code: Path, conversation: Conversation, questions, args, out_di
     rows: list[dict] = []
     agent_rows: list[dict] = []
     with memsys_server(env=env, root=code, log=log) as base_url:
-        asyncio.run(ingest(base_url, [conversation], concurrency=4))
+        asyncio.run(ingested_and_formed(base_url, conversation))
         with httpx.Client(base_url=base_url, timeout=900) as client, httpx.Client(timeout=900) as model:
-            while httpx.get(f"{base_url}/health").json()["result"]["formation"]["pending"]:
-                time.sleep(2)
             for number, question in enumerate(questions):
                 row = {"question": question.question, "category": question.category, "gold": question.answer}
                 for name, context in (
@@ -472,6 +479,12 @@ def qa_and_agent(code: Path, conversation: Conversation, questions, args, out_di
                     file=sys.stderr,
                 )
     return {"qa": rows, "agent": agent_rows}
+
+
+async def ingested_and_formed(base_url: str, conversation: Conversation) -> None:
+    await ingest(base_url, [conversation], concurrency=4)
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        await wait_until_formed(client)
 
 
 def agent(client: httpx.Client, conversation: Conversation, question: Question, llm_url: str) -> dict:
