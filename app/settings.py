@@ -123,6 +123,10 @@ class Settings(BaseSettings):
     """LLM calls in flight at once in a process; more wait (at most the LLM timeout) for one to end."""
     llm_fallback_after: int = 3
     """Failed LLM extractions of one MemCell before it is formed by the offline path instead."""
+    llm_keep_messages: bool = True
+    """With an LLM, keep each message's own event-log entry (the offline path's, ``metadata.extraction`` =
+    ``offline``) beside the model's facts: an extraction that leaves something out never loses what was said.
+    false: only the model's facts."""
     llm_allow_client_config: bool = True
     """Accept a request's ``llm_config`` (agentic retrieval); false: a request carrying one is a 400."""
     llm_allow_private_urls: bool = False

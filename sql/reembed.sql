@@ -8,8 +8,8 @@ WHERE CASE WHEN CAST(:cross_lingual AS boolean) THEN embedding_xl IS NULL
 
 -- name: reembed_batch
 -- The next memories after :after_id (in id order), each with what its vector is made from
--- (app.formation.memcell.embedding_text): title and content, and for an event-log entry formed offline the
--- entries next to it in its MemCell, which are the turns next to its message.
+-- (app.formation.memcell.embedding_text): title and content, and for an event-log entry formed offline (also kept
+-- beside an LLM's facts) the offline entries next to it in its MemCell, which are the turns next to its message.
 WITH batch AS (
     SELECT id, memcell_id, memory_type, title, content, metadata ->> 'extraction' AS extraction
     FROM memories
@@ -24,7 +24,7 @@ FROM batch b
 LEFT JOIN LATERAL (
     SELECT e.id, lag(e.content) OVER w AS before, lead(e.content) OVER w AS after
     FROM memories e
-    WHERE e.memcell_id = b.memcell_id AND e.memory_type = 'event_log'
+    WHERE e.memcell_id = b.memcell_id AND e.memory_type = 'event_log' AND e.metadata ->> 'extraction' = 'offline'
     WINDOW w AS (ORDER BY e.timestamp, e.created_at, e.id)
 ) n ON b.memory_type = 'event_log' AND b.extraction = 'offline' AND n.id = b.id
 ORDER BY b.id;

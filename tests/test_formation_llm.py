@@ -121,7 +121,8 @@ def test_all_four_kinds_with_provenance(llm_client: TestClient, fake_llm: FakeLL
     memories = rows(
         database_url,
         "SELECT memory_type, user_id, title, content, source_message_ids, timestamp, valid_from, valid_to, "
-        "memcell_id, metadata FROM memories ORDER BY memory_type, user_id NULLS FIRST, timestamp",
+        "memcell_id, metadata FROM memories WHERE metadata ->> 'extraction' = 'llm' "
+        "ORDER BY memory_type, user_id NULLS FIRST, timestamp",
     )
     kinds = [(m["memory_type"], m["user_id"]) for m in memories]
     assert kinds == [
@@ -147,6 +148,16 @@ def test_all_four_kinds_with_provenance(llm_client: TestClient, fake_llm: FakeLL
     semantic = memories[5]
     assert (str(semantic["valid_from"]), str(semantic["valid_to"])) == ("2025-01-15", "2025-01-24")
     assert semantic["source_message_ids"] == ["msg_005"]  # unknown ids dropped
+    # Beside the model's facts, each message's own entry (the offline path's): nothing said is lost.
+    kept = rows(
+        database_url,
+        "SELECT content, user_id, source_message_ids, memcell_id FROM memories "
+        "WHERE memory_type = 'event_log' AND metadata ->> 'extraction' = 'offline' ORDER BY timestamp",
+    )
+    assert [k["content"] for k in kept] == [f"{name}: {text}" for _, name, text in CONVERSATION]
+    assert [k["source_message_ids"] for k in kept] == [[b["message_id"]] for b in sent]
+    assert [k["user_id"] for k in kept] == [b["sender"] for b in sent]
+    assert {k["memcell_id"] for k in kept} == {cell["id"]}
 
     profiles = rows(database_url, "SELECT user_id, version, source, profile FROM profiles ORDER BY user_id")
     assert [(p["user_id"], p["version"], p["source"]) for p in profiles] == [
@@ -163,6 +174,22 @@ def test_all_four_kinds_with_provenance(llm_client: TestClient, fake_llm: FakeLL
     assert "search page design" in requests_for(fake_llm, '"profiles"')[-1]
     versions = rows(database_url, "SELECT version FROM profiles WHERE user_id = 'user_002' ORDER BY version")
     assert [v["version"] for v in versions] == [1, 2]
+
+
+def test_only_the_models_facts_when_messages_are_not_kept(
+    llm_settings: Settings, fake_llm: FakeLLM, database_url: str
+):
+    script_success(fake_llm)
+    with app_client(llm_settings.model_copy(update={"llm_keep_messages": False})) as client:
+        for body in conversation():
+            client.post(MEMORIZE, json=body)
+        assert client.post(FLUSH, json={"group_id": "group_123"}).json()["result"]["status_info"] == "extracted"
+    facts = rows(
+        database_url,
+        "SELECT content, metadata ->> 'extraction' AS extraction FROM memories "
+        "WHERE memory_type = 'event_log' ORDER BY timestamp",
+    )
+    assert facts == [{"content": f["fact"], "extraction": "llm"} for f in EXTRACTED["event_log"]]
 
 
 def test_judge_should_end_closes_the_episode(llm_client: TestClient, fake_llm: FakeLLM, database_url: str):

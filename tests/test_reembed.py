@@ -150,6 +150,43 @@ def test_a_model_of_the_same_dimensions_is_switched_online_and_never_compared_wi
     assert again.returncode == 0 and "0 memories embedded again" in again.stderr, again.stderr
 
 
+
+def test_memories_formed_by_an_llm_get_again_the_vectors_formation_gave_them(server_url, settings, fake_llm):
+    """With an LLM, its facts sit beside each message's own entry in one MemCell: a message's neighbouring turns
+    are found among the messages' entries only, as formation took them, not among the model's facts."""
+    url = recreate_database(server_url, "memsys_reembed_test")
+    migrate.upgrade(url, 384)
+    fake_llm.on('"should_end"', {"should_end": False, "reasoning": "same topic", "topic_summary": "search"})
+    fake_llm.on(
+        '"event_log"',
+        {
+            "title": "Search feature",
+            "summary": "Zhang San and Li Si planned the search feature.",
+            "content": "Zhang San and Li Si planned the search feature and its release for next Friday.",
+            "personal_episodes": [
+                {"user_id": user, "title": "Search", "summary": "s", "content": "They planned the search feature."}
+                for user in ("user_001", "user_002")
+            ],
+            "event_log": [{"fact": "The backend will use PostgreSQL full-text search.", "source_message_ids": ["msg_003"]}],
+            "semantic_memories": [],
+        },
+    ).on('"profiles"', {"profiles": []})
+    _formed(settings, url, llm_api_key="test-key", llm_base_url=fake_llm.base_url, llm_model="fake-model")
+    before = _vectors(url)
+    with psycopg.connect(url) as conn:
+        kinds = conn.execute(
+            "SELECT metadata ->> 'extraction', count(*) FROM memories WHERE memory_type = 'event_log' GROUP BY 1"
+        ).fetchall()
+        assert dict(kinds) == {"llm": 2, "offline": 10}  # two tenants: one fact and five messages each
+        conn.execute("UPDATE memories SET embedding_model = 'local:an-older-model'")
+
+    done = memsys(url, "reembed")
+    assert done.returncode == 0, done.stderr
+    after = _vectors(url)
+    assert after.keys() == before.keys()
+    assert max(float(np.abs(after[k][1] - before[k][1]).max()) for k in after) < 1e-5
+
+
 def _xl_vectors(url: str) -> dict[tuple, tuple[str | None, np.ndarray | None]]:
     """(tenant, type, user, group, source messages, content) → (language, cross-lingual vector) of every memory."""
     with psycopg.connect(url) as conn:

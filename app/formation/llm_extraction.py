@@ -10,7 +10,7 @@ import logging
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from app.formation import llm_answers, profiles, prompts
+from app.formation import llm_answers, offline, profiles, prompts
 from app.formation.boundary import Judge, Judgement
 from app.formation.language import gap_text
 from app.formation.memcell import Context, Draft, Extraction, MemCell, Message
@@ -105,8 +105,16 @@ def weakness(answer: llm_answers.ExtractionAnswer, cell: MemCell) -> WeakExtract
     return None
 
 
-async def extract(llm: LLMClient, cell: MemCell, context: Context, previous: dict[str, dict[str, Any]]) -> Extraction:
-    """The MemCell's memories and profiles by the LLM; ``WeakExtraction`` when its answer is too thin."""
+async def extract(
+    llm: LLMClient,
+    cell: MemCell,
+    context: Context,
+    previous: dict[str, dict[str, Any]],
+    *,
+    keep_messages: bool = True,
+) -> Extraction:
+    """The MemCell's memories and profiles by the LLM; ``WeakExtraction`` when its answer is too thin. With
+    ``keep_messages`` each message's own event-log entry (the offline path's) is kept beside the LLM's facts."""
     conversation = _conversation(cell, context)
     language = context.language
     answer: llm_answers.ExtractionAnswer = await llm.complete_json(
@@ -120,6 +128,8 @@ async def extract(llm: LLMClient, cell: MemCell, context: Context, previous: dic
     if context.stream.group_id and missing:
         answer.personal_episodes += await _personal_episodes(llm, context, conversation, missing)
     drafts = _memories(answer, cell, context)
+    if keep_messages:
+        drafts += offline.message_entries(cell, context)
     new_profiles = await _profiles(llm, cell, context, previous, conversation)
     return Extraction("llm", drafts, new_profiles, profile_source="llm", topic_summary=answer.summary)
 

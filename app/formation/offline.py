@@ -92,9 +92,23 @@ def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[s
         )
         for owner in owners
     ]
+    drafts += message_entries(cell, context)
+    new_profiles = {
+        user: profiles.derived_profile(user, cell, context, (previous_profiles.get(user) or {}).get("profile"))
+        for user in cell.participants
+    }
+    return Extraction("offline", drafts, new_profiles, profile_source="derived", topic_summary=None)
+
+
+def message_entries(cell: MemCell, context: Context) -> list[Draft]:
+    """The event log of ``cell`` as the offline path writes it: one entry per message, ``"<speaker>: <content>"``
+    at the message's time, owned by its sender, with the turns around it indexed beside it. The LLM path keeps
+    these beside its own facts too (``Settings.llm_keep_messages``), so an extraction that misses something
+    never loses what was said."""
+    group_id = context.stream.group_id
     zone = context.zone
     lines = [f"{context.name_of(m['sender'], m['sender_name'])}: {m['content']}" for m in cell.messages]
-    drafts += [
+    return [
         Draft(
             "event_log",
             content=lines[i],
@@ -112,11 +126,6 @@ def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[s
         )
         for i, m in enumerate(cell.messages)
     ]
-    new_profiles = {
-        user: profiles.derived_profile(user, cell, context, (previous_profiles.get(user) or {}).get("profile"))
-        for user in cell.participants
-    }
-    return Extraction("offline", drafts, new_profiles, profile_source="derived", topic_summary=None)
 
 
 def _named(user: str, cell: MemCell, context: Context) -> str:

@@ -301,7 +301,9 @@ async def _extract(
         metrics.LLM_FALLBACKS.labels(reason="failed_extractions").inc()
         return _offline_instead(cell, context, previous, f"{cell.extract_attempts} failed LLM extractions")
     try:
-        return await llm_extraction.extract(llm, cell, context, previous)
+        return await llm_extraction.extract(
+            llm, cell, context, previous, keep_messages=runtime.settings.llm_keep_messages
+        )
     except llm_extraction.WeakExtraction as weak:
         log.warning("LLM extraction of %s too weak (%s): formed offline", context.stream.lock_key(), weak)
         metrics.LLM_FALLBACKS.labels(reason=weak.kind).inc()
