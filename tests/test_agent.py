@@ -252,4 +252,24 @@ def test_a_window_the_model_chose_that_holds_nothing_is_searched_again_over_the_
     fake_llm.queue(tool_calls(("search_memories", {"query": "Carol Lisbon", "time_range_days": 30})), "Lisbon.")
     result = ask(api, group_id="g9")
     reply = result["messages"][2]["content"]
-    assert reply.startswith("(Nothing in the last 30 days; these are from all time.)") and "Carol moved" in reply
+    assert reply.startswith(
+        "(Found no event_log memories in the last 30 days; these are event_log memories from all time.)"
+    )
+    assert "Carol moved" in reply
+
+
+def test_a_memory_type_the_model_chose_that_holds_nothing_is_searched_again_in_the_event_log(
+    api, fake_llm, database_url
+):
+    """Found with the real model: it asked for semantic memories of a conversation whose facts are event logs,
+    found none and answered "No semantic_memory memories found". The search falls back to the event log."""
+    embedder = api.app.state.runtime.embedder
+    text = "Melanie goes running and does pottery to destress"
+    vector = embedder.embed_sync([text])[0]
+    write(database_url, [memory(text, vector, memory_type="event_log", user_id="u9", group_id="g9")])
+    call = ("search_memories", {"query": "Melanie destress", "memory_type": "semantic_memory"})
+    fake_llm.queue(tool_calls(call), "Running and pottery.")
+    result = ask(api, group_id="g9")
+    reply = result["messages"][2]["content"]
+    assert reply.startswith("(Found no semantic_memory memories; these are event_log memories from all time.)")
+    assert "running and does pottery" in reply

@@ -176,9 +176,7 @@ def test_all_four_kinds_with_provenance(llm_client: TestClient, fake_llm: FakeLL
     assert [v["version"] for v in versions] == [1, 2]
 
 
-def test_only_the_models_facts_when_messages_are_not_kept(
-    llm_settings: Settings, fake_llm: FakeLLM, database_url: str
-):
+def test_only_the_models_facts_when_messages_are_not_kept(llm_settings: Settings, fake_llm: FakeLLM, database_url: str):
     script_success(fake_llm)
     with app_client(llm_settings.model_copy(update={"llm_keep_messages": False})) as client:
         for body in conversation():

@@ -150,7 +150,6 @@ def test_a_model_of_the_same_dimensions_is_switched_online_and_never_compared_wi
     assert again.returncode == 0 and "0 memories embedded again" in again.stderr, again.stderr
 
 
-
 def test_memories_formed_by_an_llm_get_again_the_vectors_formation_gave_them(server_url, settings, fake_llm):
     """With an LLM, its facts sit beside each message's own entry in one MemCell: a message's neighbouring turns
     are found among the messages' entries only, as formation took them, not among the model's facts."""
@@ -167,7 +166,9 @@ def test_memories_formed_by_an_llm_get_again_the_vectors_formation_gave_them(ser
                 {"user_id": user, "title": "Search", "summary": "s", "content": "They planned the search feature."}
                 for user in ("user_001", "user_002")
             ],
-            "event_log": [{"fact": "The backend will use PostgreSQL full-text search.", "source_message_ids": ["msg_003"]}],
+            "event_log": [
+                {"fact": "The backend will use PostgreSQL full-text search.", "source_message_ids": ["msg_003"]}
+            ],
             "semantic_memories": [],
         },
     ).on('"profiles"', {"profiles": []})

@@ -169,16 +169,29 @@ async def _call(
 
 
 async def _search(runtime: Runtime, request: AgentRequest, arguments: SearchMemories) -> str:
-    """The search's results as the model reads them. A window the model chose itself (``time_range_days``)
-    that holds nothing is searched again over the request's: a weak model fills optional arguments at random
-    ("the last 10 days" of a conversation held a year ago), and an empty result would read as "no memory"."""
+    """The search's results as the model reads them. A narrowing the model chose itself that finds nothing (a
+    ``time_range_days`` other than the request's, a ``memory_type`` other than the default event log) is
+    searched again without it: a weak model fills optional arguments at random ("the last 10 days" of a
+    conversation held a year ago, semantic memories where the facts are event logs), and an empty result would
+    read as "no memory"."""
     found = await _search_within(runtime, request, arguments)
-    if found.startswith("No ") and arguments.time_range_days and arguments.time_range_days != request.time_range_days:
-        wider = await _search_within(runtime, request, arguments.model_copy(update={"time_range_days": None}))
-        if not wider.startswith("No "):
-            window = request.time_range_days and f"the last {request.time_range_days} days" or "all time"
-            return f"(Nothing in the last {arguments.time_range_days} days; these are from {window}.)\n{wider}"
-    return found
+    if not found.startswith("No "):
+        return found
+    chosen_window = arguments.time_range_days and arguments.time_range_days != request.time_range_days
+    default_type = SearchMemories.model_fields["memory_type"].default
+    wider = arguments.model_copy(
+        update={"time_range_days": None if chosen_window else arguments.time_range_days, "memory_type": default_type}
+    )
+    if wider == arguments:
+        return found
+    again = await _search_within(runtime, request, wider)
+    if again.startswith("No "):
+        return found
+    window = request.time_range_days and f"the last {request.time_range_days} days" or "all time"
+    nothing = f"no {arguments.memory_type} memories" + (
+        f" in the last {arguments.time_range_days} days" if chosen_window else ""
+    )
+    return f"(Found {nothing}; these are {default_type} memories from {window}.)\n{again}"
 
 
 async def _search_within(runtime: Runtime, request: AgentRequest, arguments: SearchMemories) -> str:
