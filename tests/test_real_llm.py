@@ -124,14 +124,27 @@ def test_a_short_conversation_forms_with_the_real_model_without_stall_or_empty_m
             assert time.monotonic() < deadline, "formation with the real model did not finish in 15 minutes"
             time.sleep(2)
     assert_each_message_in_one_memcell(database_url, {b["message_id"] for b in sent})
-    memories = rows(database_url, "SELECT memory_type, content, metadata FROM memories")
+    memories = rows(
+        database_url,
+        "SELECT m.memory_type, m.content, m.metadata, m.source_message_ids, c.extraction_mode, c.message_ids "
+        "FROM memories m JOIN memcells c ON c.id = m.memcell_id",
+    )
     assert memories and all(m["content"].strip() for m in memories)
     assert {"episode", "event_log"} <= {m["memory_type"] for m in memories}
     cells = rows(database_url, "SELECT boundary_reason, extraction_mode FROM memcells")
     assert len(cells) < len(TURNS), "not one MemCell per message: a judge ending every turn is distrusted"
     for m in memories:
-        if m["metadata"]["extraction"] == "offline":
-            assert m["metadata"]["llm_fallback"], m
+        if m["extraction_mode"] == "offline":  # the guard formed it: every memory says why
+            assert m["metadata"]["extraction"] == "offline" and m["metadata"]["llm_fallback"], m
+        elif m["metadata"]["extraction"] == "offline":  # the model formed it: a message's own entry beside its facts
+            assert m["memory_type"] == "event_log" and len(m["source_message_ids"]) == 1, m
+    for cell in rows(database_url, "SELECT id, message_ids FROM memcells WHERE extraction_mode = 'llm'"):
+        kept = rows(
+            database_url,
+            "SELECT source_message_ids FROM memories WHERE memcell_id = %s AND metadata ->> 'extraction' = 'offline'",
+            cell["id"],
+        )
+        assert sorted(k["source_message_ids"][0] for k in kept) == sorted(cell["message_ids"])
     assert "memsys_llm_answers_total" in httpx.get(server.base_url + "/metrics").text
 
 
