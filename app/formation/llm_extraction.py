@@ -111,7 +111,7 @@ async def extract(
     context: Context,
     previous: dict[str, dict[str, Any]],
     *,
-    keep_messages: bool = True,
+    keep_messages: bool,
 ) -> Extraction:
     """The MemCell's memories and profiles by the LLM; ``WeakExtraction`` when its answer is too thin. With
     ``keep_messages`` each message's own event-log entry (the offline path's) is kept beside the LLM's facts."""
