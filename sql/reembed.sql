@@ -9,7 +9,7 @@ WHERE CASE WHEN CAST(:cross_lingual AS boolean) THEN embedding_xl IS NULL
 -- name: reembed_batch
 -- The next memories after :after_id (in id order), each with what its vector is made from
 -- (app.formation.memcell.embedding_text): title and content, and for an event-log entry formed offline (also kept
--- beside an LLM's facts) the offline entries next to it in its MemCell, which are the turns next to its message.
+-- beside an LLM's facts) the offline entry before it in its MemCell, which is the turn before its message.
 WITH batch AS (
     SELECT id, memcell_id, memory_type, title, content, metadata ->> 'extraction' AS extraction
     FROM memories
@@ -19,10 +19,10 @@ WITH batch AS (
     ORDER BY id
     LIMIT :batch_size
 )
-SELECT b.id, b.title, b.content, n.before, n.after
+SELECT b.id, b.title, b.content, n.before
 FROM batch b
 LEFT JOIN LATERAL (
-    SELECT e.id, lag(e.content) OVER w AS before, lead(e.content) OVER w AS after
+    SELECT e.id, lag(e.content) OVER w AS before
     FROM memories e
     WHERE e.memcell_id = b.memcell_id AND e.memory_type = 'event_log' AND e.metadata ->> 'extraction' = 'offline'
     WINDOW w AS (ORDER BY e.timestamp, e.created_at, e.id)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+import time
 from datetime import UTC
 
+import httpx
 import psycopg
 import pytest
 from litestar.testing import TestClient
@@ -133,3 +136,47 @@ def test_the_intake_worker_skips_what_formation_holds_and_never_waits(settings, 
     rows = _rows(database_url, "SELECT message_id, embedding IS NOT NULL, search_tokens FROM messages ORDER BY 1")
     assert [(m, has_vector) for m, has_vector, _ in rows] == [("m1", True), ("m2", True)]
     assert all("dentist" in tokens and "tuesday" in tokens for _, _, tokens in rows)  # made where memorize had not
+
+
+def test_formation_reuses_the_vector_the_intake_worker_made(server_process_factory, fake_llm, database_url) -> None:
+    """One model call per message, not two: the intake worker embeds a pending message as its event-log entry will
+    be embedded (the message, the pending turn before it, the message again), and formation takes that vector
+    instead of embedding the entry again. Through a real server, its intake worker and its formation worker."""
+    from tests.fake_llm import EMBEDDINGS
+    from tests.test_formation_concurrency import server_env
+
+    server = server_process_factory(server_env(database_url, fake_llm))
+    server.start()
+    turns = [
+        ("u1", "Ann", "I booked the dentist for Tuesday"),
+        ("u2", "Bob", "Which dentist?"),
+        ("u1", "Ann", "Dr. Lee on Pine Street, the one my sister likes"),
+    ]
+    with httpx.Client(base_url=server.base_url, timeout=60) as http:
+        for i, (sender, name, content) in enumerate(turns):
+            body = {
+                "group_id": "g_reuse",
+                "message_id": f"r{i}",
+                "create_time": f"2025-01-15T10:0{i}:00+00:00",
+                "sender": sender,
+                "sender_name": name,
+                "content": content,
+            }
+            assert http.post(MEMORIZE, json=body).status_code == 200
+        deadline = time.monotonic() + 30
+        while http.get("/health").json()["result"]["formation"]["messages_not_yet_searchable"]:
+            assert time.monotonic() < deadline, "the intake worker did not embed the messages in 30 s"
+            time.sleep(0.1)
+        assert http.post(MEMORIZE.replace("memorize", "flush"), json={"group_id": "g_reuse"}).status_code == 200
+
+    lines = [f"{name}: {content}" for _, name, content in turns]
+    entry_texts = [lines[0], *(f"{line}\n{before}\n{line}" for before, line in itertools.pairwise(lines))]
+    embedded = [text for r in fake_llm.requests if r.path == EMBEDDINGS for text in r.body["input"]]
+    assert [embedded.count(text) for text in entry_texts] == [1, 1, 1], embedded
+    reused = _rows(
+        database_url,
+        "SELECT m.message_id, e.embedding = m.embedding FROM memories e "
+        "JOIN messages m ON m.message_id = e.source_message_ids[1] AND m.memcell_id = e.memcell_id "
+        "WHERE e.memory_type = 'event_log' ORDER BY 1",
+    )
+    assert reused == [("r0", True), ("r1", True), ("r2", True)]

@@ -19,7 +19,7 @@ from typing import Any
 
 from app.formation import profiles
 from app.formation.language import day_text
-from app.formation.memcell import Context, Draft, Extraction, MemCell
+from app.formation.memcell import Context, Draft, Extraction, MemCell, message_text
 
 TITLE_KEYWORDS = 3
 OPENING_CHARS = 120
@@ -107,7 +107,7 @@ def message_entries(cell: MemCell, context: Context) -> list[Draft]:
     never loses what was said."""
     group_id = context.stream.group_id
     zone = context.zone
-    lines = [f"{context.name_of(m['sender'], m['sender_name'])}: {m['content']}" for m in cell.messages]
+    lines = [message_text(context.name_of(m["sender"], m["sender_name"]), m["content"]) for m in cell.messages]
     return [
         Draft(
             "event_log",

@@ -185,7 +185,5 @@ class Redo:
 
 
 def _text(row: dict[str, Any]) -> str:
-    """reembed_batch reads the nearest neighbour on each side: Draft.EMBEDDING_CONTEXT_TURNS is 1."""
-    before = [row["before"]] if row["before"] else []
-    after = [row["after"]] if row["after"] else []
-    return embedding_text(row["title"], row["content"], before, after)
+    """reembed_batch reads the nearest turn before: Draft.EMBEDDING_CONTEXT_TURNS is 1."""
+    return embedding_text(row["title"], row["content"], [row["before"]] if row["before"] else [])

@@ -9,8 +9,9 @@ from app.errors import InvalidParameter, PayloadTooLarge
 from app.formation import repository as formation_repository
 from app.formation import service as formation
 from app.formation import tasks
+from app.formation.memcell import message_text
 from app.formation.streams import Stream
-from app.memorize import repository, searchable
+from app.memorize import repository
 from app.memorize.schemas import FlushRequest, MemorizeRequest, MemorizeResult, SavedMemory
 from app.runtime import Runtime
 from app.text.cpu import run_off_loop
@@ -34,7 +35,7 @@ async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, Mem
     row = request.model_dump(mode="python")
     # Its BM25 text now (well under a millisecond, off the loop all the same): keyword search finds the message
     # from the moment memorize answers; the intake worker adds its vector (``app.memorize.searchable``).
-    text = searchable.message_text(request.sender_name, request.content)
+    text = message_text(request.sender_name, request.content)
     row.update(stream_kind=stream.kind, stream_id=stream.id, search_tokens=await run_off_loop(search_tokens, text))
     async with runtime.engine.begin() as conn:
         if request.create_time.tzinfo is None:
