@@ -176,7 +176,8 @@ def test_formation_reuses_the_vector_the_intake_worker_made(server_process_facto
     reused = _rows(
         database_url,
         "SELECT m.message_id, e.embedding = m.embedding FROM memories e "
-        "JOIN messages m ON m.message_id = e.source_message_ids[1] AND m.memcell_id = e.memcell_id "
+        "JOIN messages m ON m.tenant_id = e.tenant_id AND m.message_id = e.source_message_ids[1] "
+        "AND m.memcell_id = e.memcell_id "
         "WHERE e.memory_type = 'event_log' ORDER BY 1",
     )
     assert reused == [("r0", True), ("r1", True), ("r2", True)]
