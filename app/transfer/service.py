@@ -294,9 +294,7 @@ async def _embed_again(runtime: Runtime, rows: list[dict[str, Any]]) -> int:
     if stale:
         # Title and content: the neighbouring turns an offline event-log entry is embedded with are in
         # rows of this dump not yet written (memsys reembed, on a database, takes them too).
-        vectors = await runtime.embedder.embed(
-            [embedding_text(row.get("title"), row["content"], []) for row in stale]
-        )
+        vectors = await runtime.embedder.embed([embedding_text(row.get("title"), row["content"], []) for row in stale])
         for row, vector in zip(stale, vectors, strict=True):
             row["embedding"] = vector
             row["embedding_model"] = runtime.embedder.name
