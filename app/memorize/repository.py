@@ -37,9 +37,9 @@ async def message_status(conn: AsyncConnection, stream_kind: str, stream_id: str
 
 
 async def unindexed_pending(
-    conn: AsyncConnection, tenant: str, embedding_model: str, limit: int, after_id: int = 0
+    conn: AsyncConnection, tenant: str, embedding_model: str, limit: int, below_id: int | None = None
 ) -> list[dict[str, Any]]:
-    """Pending messages after ``after_id`` with no vector of ``embedding_model`` yet, oldest first, each with the
+    """Pending messages below ``below_id`` with no vector of ``embedding_model`` yet, newest first, each with the
     pending message before it in its stream (``before_sender_name``, ``before_content``; None for the first):
     what the intake worker indexes. ``tenant`` is the transaction's (row-level security holds it anyway):
     named, Citus routes to one shard."""
@@ -69,11 +69,11 @@ async def unindexed_pending(
         .outerjoin(before, true())
         .where(
             messages.c.tenant_id == tenant,
-            messages.c.id > after_id,
+            *([messages.c.id < below_id] if below_id is not None else []),
             messages.c.status == "pending",
             (messages.c.embedding_model.is_distinct_from(embedding_model)) | messages.c.embedding.is_(None),
         )
-        .order_by(messages.c.id)
+        .order_by(messages.c.id.desc())
         .limit(limit)
     )
     return [dict(row) for row in (await conn.execute(statement)).mappings()]

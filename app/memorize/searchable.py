@@ -33,15 +33,20 @@ def _search_tokens(texts: list[str]) -> list[str]:
 async def index_pending(runtime: Runtime) -> tuple[int, int]:
     """Give every pending message of the runtime's tenant a vector of the configured model (and its BM25 text
     if memorize did not store one: messages older than that), in batches; (indexed, skipped): skipped are those
-    formation held at that moment, to be tried again. Texts are embedded outside any transaction."""
+    formation held at that moment, to be tried again. Texts are embedded outside any transaction.
+
+    Newest first: formation takes a stream's oldest messages, so when both are behind (a burst) the two work
+    from opposite ends instead of embedding the same messages twice, and the message just sent, the one its
+    sender may search for next, is searchable first."""
     model = embedder_name(runtime.settings)
-    indexed = skipped = last_id = 0
+    indexed = skipped = 0
+    below_id: int | None = None
     while True:
         async with runtime.engine.connect() as conn:
-            rows = await repository.unindexed_pending(conn, runtime.tenant, model, BATCH, after_id=last_id)
+            rows = await repository.unindexed_pending(conn, runtime.tenant, model, BATCH, below_id=below_id)
         if not rows:
             return indexed, skipped
-        last_id = rows[-1]["id"]
+        below_id = rows[-1]["id"]
         texts = [message_text(row["sender_name"], row["content"]) for row in rows]
         # The vector's text is the event-log entry's (the message with the pending turn before it), so that
         # formation reuses it; the BM25 text stays the message's own.
