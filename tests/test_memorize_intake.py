@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
-import time
 from datetime import UTC
 
-import httpx
 import psycopg
 import pytest
 from litestar.testing import TestClient
@@ -138,46 +135,34 @@ def test_the_intake_worker_skips_what_formation_holds_and_never_waits(settings, 
     assert all("dentist" in tokens and "tuesday" in tokens for _, _, tokens in rows)  # made where memorize had not
 
 
-def test_formation_reuses_the_vector_the_intake_worker_made(server_process_factory, fake_llm, database_url) -> None:
-    """One model call per message, not two: the intake worker embeds a pending message as its event-log entry will
-    be embedded (the message, the pending turn before it, the message again), and formation takes that vector
-    instead of embedding the entry again. Through a real server, its intake worker and its formation worker."""
-    from tests.fake_llm import EMBEDDINGS
-    from tests.test_formation_concurrency import server_env
 
-    server = server_process_factory(server_env(database_url, fake_llm))
-    server.start()
-    turns = [
-        ("u1", "Ann", "I booked the dentist for Tuesday"),
-        ("u2", "Bob", "Which dentist?"),
-        ("u1", "Ann", "Dr. Lee on Pine Street, the one my sister likes"),
-    ]
-    with httpx.Client(base_url=server.base_url, timeout=60) as http:
-        for i, (sender, name, content) in enumerate(turns):
-            body = {
-                "group_id": "g_reuse",
-                "message_id": f"r{i}",
-                "create_time": f"2025-01-15T10:0{i}:00+00:00",
-                "sender": sender,
-                "sender_name": name,
-                "content": content,
-            }
-            assert http.post(MEMORIZE, json=body).status_code == 200
-        deadline = time.monotonic() + 30
-        while http.get("/health").json()["result"]["formation"]["messages_not_yet_searchable"]:
-            assert time.monotonic() < deadline, "the intake worker did not embed the messages in 30 s"
-            time.sleep(0.1)
-        assert http.post(MEMORIZE.replace("memorize", "flush"), json={"group_id": "g_reuse"}).status_code == 200
+def test_the_intake_worker_takes_the_newest_messages_first(settings, database_url: str) -> None:
+    """The message just sent is made searchable first, and in a burst the intake worker works from the other end
+    than formation (which takes each stream's oldest): it seldom embeds a message about to be formed."""
+    import asyncio
 
-    lines = [f"{name}: {content}" for _, name, content in turns]
-    entry_texts = [lines[0], *(f"{line}\n{before}\n{line}" for before, line in itertools.pairwise(lines))]
-    embedded = [text for r in fake_llm.requests if r.path == EMBEDDINGS for text in r.body["input"]]
-    assert [embedded.count(text) for text in entry_texts] == [1, 1, 1], embedded
-    reused = _rows(
-        database_url,
-        "SELECT m.message_id, e.embedding = m.embedding FROM memories e "
-        "JOIN messages m ON m.tenant_id = e.tenant_id AND m.message_id = e.source_message_ids[1] "
-        "AND m.memcell_id = e.memcell_id "
-        "WHERE e.memory_type = 'event_log' ORDER BY 1",
-    )
-    assert reused == [("r0", True), ("r1", True), ("r2", True)]
+    from app.memorize import repository
+    from app.providers.embeddings import embedder_name
+    from tests.retrieval_support import tenant_engine
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for n in (1, 2, 3):
+            conn.execute(
+                "INSERT INTO messages (tenant_id, stream_kind, stream_id, group_id, message_id, create_time, sender, "
+                "sender_name, content) VALUES ('default', 'group', 'g', 'g', %s, now(), 'u1', 'Ann', 'hello')",
+                (f"m{n}",),
+            )
+
+    async def batches() -> list[list[str]]:
+        engine = tenant_engine(database_url)
+        ids = dict(_rows(database_url, "SELECT id, message_id FROM messages"))
+        try:
+            async with engine.connect() as conn:
+                model = embedder_name(settings)
+                first = await repository.unindexed_pending(conn, "default", model, 2)
+                rest = await repository.unindexed_pending(conn, "default", model, 2, below_id=first[-1]["id"])
+            return [[ids[row["id"]] for row in batch] for batch in (first, rest)]
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(batches()) == [["m3", "m2"], ["m1"]]

@@ -185,9 +185,6 @@ messages = Table(
     # (migration 0012): its vector (any dimension: compared only with the same model's), its BM25 text.
     Column("embedding", Vector(), nullable=True),
     Column("embedding_model", Text, nullable=True),
-    # The digest of the text the vector was made from (app.formation.memcell.text_digest, migration 0015):
-    # formation reuses the vector for an event-log entry whose text is the same.
-    Column("embedding_digest", Text, nullable=True),
     Column("search_tokens", Text, nullable=True),
     *_bm25_columns(),
     _memcell_fk(),  # forget detaches a MemCell's messages and profiles before deleting it (migration 0010)

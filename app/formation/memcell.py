@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import date, datetime, tzinfo
 from typing import Any
@@ -16,8 +15,7 @@ routes give them to such a message sent without a ``sender_id``): forget and exp
 conversation; retrieval weighs them ``assistant_weight``."""
 
 # A pending message as read from the buffer: id, message_id, group_name, create_time, sender,
-# sender_name, content, refer_list, boundary_checked, extract_attempts, and the intake worker's vector
-# (embedding, embedding_model, embedding_digest: None until it has run).
+# sender_name, content, refer_list, boundary_checked, extract_attempts.
 Message = dict[str, Any]
 
 
@@ -117,10 +115,9 @@ class Draft:
 
     EMBEDDING_CONTEXT_TURNS = 1
     """Of the context, the nearest turn before goes into the embedding (more dilutes the vector; BM25 takes all of
-    it, both sides). Not the turn after: the intake worker embeds a message with the turn before it the moment it
-    arrives, when no turn after exists, and formation reuses that vector (one model call per message, not two).
-    Measured on LoCoMo's 760 questions, rrf: 0.741 / 0.876 @512 / @2048 with the turn before, 0.730 / 0.881 with a
-    turn each side (docs/benchmarks.md, "Where formation's CPU goes")."""
+    it, both sides). Not the turn after: a shorter text to embed, and on LoCoMo's 760 questions (rrf over event
+    logs) 0.766 / 0.905 @512 / @2048 against 0.756 / 0.902 with a turn each side; LongMemEval's first 19 questions
+    the same (docs/benchmarks.md, "Where formation's CPU goes")."""
 
     def embedding_text(self) -> str:
         return embedding_text(self.title, self.content, self.before[len(self.before) - self.EMBEDDING_CONTEXT_TURNS :])
@@ -148,18 +145,12 @@ def message_text(name: str, content: str) -> str:
 def embedding_text(title: str | None, content: str, before: list[str]) -> str:
     """What a memory's vector is made from: its title and content, and the turns before it (an offline event-log
     entry's, each cut to its ``NEIGHBOUR_CHARS`` last characters). With context, the memory's own text appears
-    twice: its words weigh double against its neighbour's. The intake worker makes the same text for a pending
-    message (``app.memorize.searchable``), and ``memsys reembed`` from the stored rows."""
+    twice: its words weigh double against its neighbour's. ``memsys reembed`` makes the same text again from the
+    stored rows."""
     own = "\n".join(part for part in (title, content) if part)
     if not before:
         return own
     return "\n".join([own, *nearest_end(before), own])
-
-
-def text_digest(text: str) -> str:
-    """What identifies an embedded text: the intake worker stores it with a message's vector, and formation
-    reuses that vector for a memory whose text has the same digest (and model)."""
-    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
 def nearest_end(turns: list[str]) -> list[str]:

@@ -30,9 +30,6 @@ PENDING_COLUMNS = [
     messages.c.refer_list,
     messages.c.boundary_checked,
     messages.c.extract_attempts,
-    messages.c.embedding,
-    messages.c.embedding_model,
-    messages.c.embedding_digest,
 ]
 
 

@@ -33,7 +33,7 @@ from app.errors import MemsysError, ServiceUnavailable
 from app.formation import boundary, llm_extraction, offline, tasks
 from app.formation import repository as repo
 from app.formation.language import detect_language
-from app.formation.memcell import Context, Draft, Extraction, MemCell, text_digest
+from app.formation.memcell import Context, Draft, Extraction, MemCell
 from app.formation.streams import Stream
 from app.memories.repository import NewMemory, by_memcell, insert_memories
 from app.observability import metrics
@@ -254,7 +254,7 @@ async def _close(
         previous = await repo.latest_profiles(conn, cell.participants, context.stream.group_id)
     extraction = await _extract(runtime, conn, context, cell, llm, previous)
     try:
-        vectors = await _embed(runtime.embedder, extraction.drafts, cell)
+        vectors = await _embed(runtime.embedder, extraction.drafts)
         # The cross-lingual vector from the same text (none when MEMSYS_CROSS_LINGUAL is off).
         xl_vectors = (
             await _embed(runtime.xl_embedder, extraction.drafts)
@@ -331,25 +331,14 @@ def _offline_instead(cell: MemCell, context: Context, previous: dict[str, dict[s
     return extraction
 
 
-async def _embed(embedder: Embedder, drafts: list[Draft], cell: MemCell | None = None) -> list[list[float]]:
-    """One vector per draft; identical texts (the group and personal copies of an episode) embedded once, and a
-    text the intake worker already embedded for one of ``cell``'s messages (an event-log entry: the message with
-    the turn before it) taken from the message, not embedded again.
+async def _embed(embedder: Embedder, drafts: list[Draft]) -> list[list[float]]:
+    """One vector per draft; identical texts (the group and personal copies of an episode) embedded once.
 
     Long texts (episodes) and short ones (event-log entries) go in separate calls: a batch is padded to
     its longest text, and one transcript in a batch of short facts multiplies its cost several times.
     """
     texts = list(dict.fromkeys(draft.embedding_text() for draft in drafts))
-    indexed = {
-        m["embedding_digest"]: m["embedding"]
-        for m in (cell.messages if cell else [])
-        if m.get("embedding_digest") and m.get("embedding_model") == embedder.name and m.get("embedding") is not None
-    }
     vectors: dict[str, list[float]] = {}
-    for text in texts:
-        if (vector := indexed.get(text_digest(text))) is not None:
-            vectors[text] = [float(x) for x in vector]
-    texts = [text for text in texts if text not in vectors]
     for group in (
         [t for t in texts if count_tokens(t) > SHORT_TEXT_TOKENS],
         [t for t in texts if count_tokens(t) <= SHORT_TEXT_TOKENS],

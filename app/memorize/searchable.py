@@ -8,7 +8,7 @@ into memories marks them processed: an answer holds a message or its memories, n
 
 from __future__ import annotations
 
-from app.formation.memcell import embedding_text, message_text, text_digest
+from app.formation.memcell import message_text
 from app.memorize import repository
 from app.providers.embeddings import embedder_name
 from app.runtime import Runtime
@@ -16,14 +16,6 @@ from app.text.cpu import run_off_loop
 from app.text.tokenize import search_tokens
 
 BATCH = 64
-
-
-def vector_text(row: dict, text: str) -> str:
-    """What a pending message's vector is made from: the text formation embeds for its event-log entry when the
-    message and the one before it close in the same MemCell (``app.formation.memcell.embedding_text``)."""
-    if row.get("before_content") is None:
-        return embedding_text(None, text, [])
-    return embedding_text(None, text, [message_text(row["before_sender_name"], row["before_content"])])
 
 
 def _search_tokens(texts: list[str]) -> list[str]:
@@ -35,9 +27,9 @@ async def index_pending(runtime: Runtime) -> tuple[int, int]:
     if memorize did not store one: messages older than that), in batches; (indexed, skipped): skipped are those
     formation held at that moment, to be tried again. Texts are embedded outside any transaction.
 
-    Newest first: formation takes a stream's oldest messages, so when both are behind (a burst) the two work
-    from opposite ends instead of embedding the same messages twice, and the message just sent, the one its
-    sender may search for next, is searchable first."""
+    Newest first: the message just sent, the one its sender may search for next, is searchable first; and
+    formation takes a stream's oldest messages, so when both are behind (a burst) the two work from opposite
+    ends: the intake worker seldom embeds a message that is about to be formed (and found as its memories)."""
     model = embedder_name(runtime.settings)
     indexed = skipped = 0
     below_id: int | None = None
@@ -48,17 +40,13 @@ async def index_pending(runtime: Runtime) -> tuple[int, int]:
             return indexed, skipped
         below_id = rows[-1]["id"]
         texts = [message_text(row["sender_name"], row["content"]) for row in rows]
-        # The vector's text is the event-log entry's (the message with the pending turn before it), so that
-        # formation reuses it; the BM25 text stays the message's own.
-        embedded = [vector_text(row, text) for row, text in zip(rows, texts, strict=True)]
-        vectors = await runtime.embedder.embed(embedded)
+        vectors = await runtime.embedder.embed(texts)
         untokenized = [(row, text) for row, text in zip(rows, texts, strict=True) if row["needs_tokens"]]
         tokens = await run_off_loop(_search_tokens, [text for _, text in untokenized])
         for (row, _), text_tokens in zip(untokenized, tokens, strict=True):
             row["search_tokens"] = text_tokens
-        for row, vector, text in zip(rows, vectors, embedded, strict=True):
+        for row, vector in zip(rows, vectors, strict=True):
             row["embedding"] = vector
-            row["embedding_digest"] = text_digest(text)
         async with runtime.engine.begin() as conn:
             stored, held = await repository.index_pending(conn, runtime.tenant, rows, model)
         indexed += stored
