@@ -126,7 +126,7 @@ def test_a_short_conversation_forms_with_the_real_model_without_stall_or_empty_m
     assert_each_message_in_one_memcell(database_url, {b["message_id"] for b in sent})
     memories = rows(
         database_url,
-        "SELECT m.memory_type, m.content, m.metadata, m.source_message_ids, c.extraction_mode, c.message_ids "
+        "SELECT m.memory_type, m.content, m.metadata, m.source_message_ids, c.extraction_mode "
         "FROM memories m JOIN memcells c ON c.id = m.memcell_id",
     )
     assert memories and all(m["content"].strip() for m in memories)
