@@ -137,7 +137,7 @@ def test_the_intake_worker_skips_what_formation_holds_and_never_waits(settings, 
 
 def test_the_intake_worker_takes_the_newest_messages_first(settings, database_url: str) -> None:
     """The message just sent is made searchable first, and in a burst the intake worker works from the other end
-    than formation (which takes each stream's oldest): it seldom embeds a message about to be formed."""
+    than formation (which takes each stream's oldest)."""
     import asyncio
 
     from app.memorize import repository

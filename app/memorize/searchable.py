@@ -29,7 +29,8 @@ async def index_pending(runtime: Runtime) -> tuple[int, int]:
 
     Newest first: the message just sent, the one its sender may search for next, is searchable first; and
     formation takes a stream's oldest messages, so when both are behind (a burst) the two work from opposite
-    ends: the intake worker seldom embeds a message that is about to be formed (and found as its memories)."""
+    ends rather than on the same messages at once. A bulk import still has most messages embedded here and again
+    by formation: nothing is searchable by vector until then otherwise."""
     model = embedder_name(runtime.settings)
     indexed = skipped = 0
     below_id: int | None = None
