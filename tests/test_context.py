@@ -85,6 +85,36 @@ def test_the_default_min_score_is_the_cut_off_calibrated_for_the_model(client, s
     assert len(stricter["sections"]["knowledge"]["sources"]) < len(sources)
 
 
+def test_knowledge_is_ranked_by_hybrid_search_within_the_cosine_floor(client, database_url):
+    """The fact that names the question's words comes first, though another is closer by cosine alone (0.55
+    against 0.51 with all-MiniLM-L6-v2); the source line leaves out the requested group and the memory's id
+    (they are in ``sections``), and every record still passes ``min_score`` by cosine."""
+    embedder = client.app.state.runtime.embedder
+    texts = [
+        "Caroline: Researching adoption agencies, it's been a dream to have a family.",
+        "Her studies were about the history of science.",
+    ]
+    written = write(
+        database_url,
+        [
+            memory(t, embedder.embed_sync([t])[0], memory_type="event_log", group_id="g-rank", timestamp=NOW)
+            for t in texts
+        ],
+    )
+    ids = {row["content"]: str(row["id"]) for row in written}
+    query = "What did Caroline research?"
+    closest = assemble(client, query=query, group_id="g-rank", semantic={"top_k": 2}, episodes={"enabled": False})
+    sources = closest["sections"]["knowledge"]["sources"]
+    assert [s["id"] for s in sources] == [ids[texts[0]], ids[texts[1]]]
+    assert sources[1]["score"] > sources[0]["score"] >= 0.34  # the cosines: ranked by more than cosine
+    one = assemble(client, query=query, group_id="g-rank", semantic={"top_k": 1}, episodes={"enabled": False})
+    assert [s["id"] for s in one["sections"]["knowledge"]["sources"]] == [ids[texts[0]]]
+    text = one["messages"][0]["content"]
+    assert text == f"[Retrieved Knowledge]\nSource: event_log · {NOW:%Y-%m-%d} · user u1\n{texts[0]}\n---\n"
+    floor = assemble(client, query=query, group_id="g-rank", semantic={"min_score": 0.53}, episodes={"enabled": False})
+    assert [s["id"] for s in floor["sections"]["knowledge"]["sources"]] == [ids[texts[1]]]
+
+
 def test_every_section_within_its_budget(client, stored):
     result = assemble(
         client,

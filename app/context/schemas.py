@@ -28,7 +28,8 @@ class ChatMessage(BaseModel):
 
 
 class SemanticSection(BaseModel):
-    """[2] Retrieved knowledge: atomic facts (event log) and semantic memories, by cosine similarity."""
+    """[2] Retrieved knowledge: atomic facts (event log) and semantic memories at least ``min_score`` similar by
+    cosine, ranked by hybrid search (rrf)."""
 
     enabled: bool = True
     top_k: int = Field(default=5, ge=1, le=100)
