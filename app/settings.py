@@ -151,10 +151,12 @@ class Settings(BaseSettings):
     embedding_base_url: str | None = None
     embedding_api_key: str | None = None
     embedding_batch_size: int = 64
-    embedding_runtime: Literal["onnx", "torch"] = "onnx"
+    embedding_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx"
     """How the local model runs: ONNX Runtime (the same vectors as torch, a query about twice as fast; the model is
-    exported once into ~/.cache/memsys/onnx) or torch. A model other than a transformer with mean pooling
-    always runs on torch."""
+    exported once into ~/.cache/memsys/onnx), ONNX Runtime with int8 weights (``onnx-int8``: 2.3x faster again,
+    vectors within ~0.01 cosine of the full model's, so they share its name and its stored vectors; LoCoMo rrf
+    over event logs 0.765 / 0.897 @512 / @2048 against 0.766 / 0.905), or torch. A model other than a transformer
+    with mean pooling always runs on torch."""
     embedding_threads: int = 1
     """Threads of the local model; 1 leaves the other cores to the HTTP worker and PostgreSQL (more
     throughput under concurrent load, no spinning threads); 0 = the runtime's default (every core)."""

@@ -40,6 +40,24 @@ def test_onnx_and_torch_give_the_same_vectors_in_the_callers_order() -> None:
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-6)
 
 
+def test_int8_weights_give_vectors_close_to_the_full_models_from_a_file_made_once(cache: Path, tmp_path: Path) -> None:
+    """``onnx-int8``: the exported model with int8 weights (per channel), made once into the cache beside the
+    export (no intermediate file left); its vectors close to the full model's by cosine (a one-word text least)."""
+    folder = _copy_of_the_bundled_model(tmp_path / "model")
+    full, int8 = onnx_model.load(folder, 1), onnx_model.load(folder, 1, int8=True)
+    quantized = cache / f"model-{onnx_model._fingerprint(folder)}-int8.onnx"
+    assert quantized.exists() and sorted(p.name for p in cache.iterdir()) == [
+        f"model-{onnx_model._fingerprint(folder)}-int8.onnx",
+        f"model-{onnx_model._fingerprint(folder)}.onnx",
+    ]
+    made = quantized.stat().st_mtime_ns
+    assert onnx_model._int8(onnx_model._exported(folder)) == quantized and quantized.stat().st_mtime_ns == made
+    a, b = full.encode(TEXTS), int8.encode(TEXTS)
+    assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    agreement = (a * b).sum(axis=1)
+    assert agreement.mean() > 0.97 and agreement.min() > 0.9 and agreement.max() < 0.99999, agreement
+
+
 def test_the_export_is_made_once_and_again_when_the_model_changes(cache: Path, tmp_path: Path) -> None:
     folder = _copy_of_the_bundled_model(tmp_path / "model")
     first = onnx_model._exported(folder)

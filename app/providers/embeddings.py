@@ -326,10 +326,10 @@ def _load_model_once(path: str, runtime: str, threads: int):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in a service's output
-    if runtime == "onnx":
+    if runtime in ("onnx", "onnx-int8"):
         from app.providers import onnx_model
 
-        model = onnx_model.load(Path(path), threads)
+        model = onnx_model.load(Path(path), threads, int8=runtime == "onnx-int8")
         if model is not None:
             return model, threading.Lock()
     import torch

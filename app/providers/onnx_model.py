@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -66,7 +67,7 @@ class OnnxSentenceModel:
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
 
-def load(folder: Path, threads: int) -> OnnxSentenceModel | None:
+def load(folder: Path, threads: int, int8: bool = False) -> OnnxSentenceModel | None:
     """The model in ``folder`` on ONNX Runtime, exported first if need be; None if its pipeline is not a
     transformer with mean pooling or the export fails (it then stays on torch)."""
     max_length = _mean_pooled(folder)
@@ -75,6 +76,8 @@ def load(folder: Path, threads: int) -> OnnxSentenceModel | None:
         return None
     try:
         exported = _exported(folder)
+        if int8:
+            exported = _int8(exported)
     except Exception as exc:  # a read-only cache, a model the exporter cannot trace: torch still works
         log.warning("Could not export the embedding model at %s to ONNX (%s): it runs on torch", folder, exc)
         return None
@@ -95,6 +98,36 @@ def _mean_pooled(folder: Path) -> int | None:
         return int(json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"])
     except (OSError, ValueError, KeyError, IndexError, TypeError):
         return None
+
+
+def _int8(exported: Path) -> Path:
+    """The exported model with its weights in int8, one scale per output channel (ONNX Runtime's dynamic
+    quantization), made once into the cache beside it."""
+    target = exported.with_name(f"{exported.stem}-int8.onnx")
+    if target.exists():
+        return target
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    log.info("Quantizing the embedding model %s to int8 (once): %s", exported, target)
+    # In a directory of its own: the quantizer writes its intermediate files beside its input, and a server and
+    # its worker process may quantize at the same time.
+    with tempfile.TemporaryDirectory(dir=exported.parent) as work:
+        source = Path(work) / exported.name
+        source.symlink_to(exported)
+        partial = Path(work) / target.name
+        root = logging.getLogger()
+        root.addFilter(_quantizer_advice)
+        try:
+            quantize_dynamic(str(source), str(partial), weight_type=QuantType.QInt8, per_channel=True)
+        finally:
+            root.removeFilter(_quantizer_advice)
+        partial.replace(target)
+    return target
+
+
+def _quantizer_advice(record: logging.LogRecord) -> bool:
+    """Drop the quantizer's advice to pre-process the model (logged on the root logger each time)."""
+    return "pre-processing before quantization" not in record.getMessage()
 
 
 def _exported(folder: Path) -> Path:
