@@ -157,6 +157,27 @@ def test_locomo_benchmark_end_to_end(tmp_path: Path, fake_llm) -> None:
     assert (out / "recall_vs_budget_before_after.png").stat().st_size > 1000
 
 
+def test_context_recall_benchmark_end_to_end(tmp_path: Path) -> None:
+    """benchmarks/context_recall.py on the tiny LoCoMo with the work tree: every way measured on the 4 questions
+    of categories 1-4, and the greyhound's turn in the default knowledge for the question that names it."""
+    from benchmarks import context_recall
+
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(TINY_LOCOMO))
+    context_recall.main(["--data", str(data), "--out", str(tmp_path / "out")])
+
+    payload = json.loads((tmp_path / "out" / "context_recall.json").read_text())
+    (figures,) = payload["results"].values()
+    assert set(figures) == {*context_recall.WAYS, "seconds"}
+    for way in context_recall.WAYS:
+        assert figures[way]["questions"] == 4 and 0.0 <= figures[way]["all"] <= 1.0
+        assert figures[way]["4"] > 0  # Biscuit's and the vase's turns are found
+    conversation = context_recall.load_conversations(data)[0]
+    question = conversation.questions[0]
+    share = context_recall.evidence_share("Ana: I adopted a greyhound named Biscuit last week!", conversation, question)
+    assert share == 1.0
+
+
 def test_embedders_benchmark_end_to_end(tmp_path: Path) -> None:
     from benchmarks import embedders
 
