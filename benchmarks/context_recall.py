@@ -31,28 +31,18 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import RESULTS_DIR, memsys_server, print_table, save
-from benchmarks.locomo import CATEGORIES, Conversation, Question, ingest, load_conversations
-from benchmarks.real_llm import code_snapshot, describe_code
+from benchmarks.locomo import CATEGORIES, Conversation, Turn, ingest, load_conversations
+from benchmarks.real_llm import DEFAULT_DATA, NO_LLM, code_snapshot, context_budgets, describe_code
 
-DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets" / "locomo" / "locomo-dev.json"
 BUDGET = 2048
 WAYS = {
     "defaults, knowledge": {"episodes": {"enabled": False}},
     "defaults": {},
-    "2,048 tokens": {
-        "semantic": {"top_k": 50, "max_tokens": BUDGET // 2},
-        "episodes": {"top_k": 5, "max_tokens": BUDGET // 2},
-        "history_max_tokens": 0,
-        "context_max_tokens": BUDGET + 64,
-    },
+    "2,048 tokens": context_budgets(BUDGET),
 }
 
 
-def evidence_share(text: str, conversation: Conversation, question: Question) -> float | None:
-    turns = {turn.dia_id: turn for turn in conversation.turns}
-    evidence = [turns[e] for e in question.evidence if e in turns]
-    if not evidence:
-        return None
+def evidence_share(text: str, evidence: list[Turn]) -> float:
     return sum(1 for turn in evidence if turn.content in text) / len(evidence)
 
 
@@ -60,8 +50,10 @@ def measure(base_url: str, conversations: list[Conversation]) -> dict[str, dict[
     shares: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     with httpx.Client(base_url=base_url, timeout=120) as client:
         for conversation in conversations:
+            turns = {turn.dia_id: turn for turn in conversation.turns}
             for question in conversation.questions:
-                if question.category not in CATEGORIES:
+                evidence = [turns[e] for e in question.evidence if e in turns]
+                if question.category not in CATEGORIES or not evidence:
                     continue
                 for way, extra in WAYS.items():
                     body = {
@@ -73,10 +65,9 @@ def measure(base_url: str, conversations: list[Conversation]) -> dict[str, dict[
                     response = client.post("/api/v3/agentic/context", json=body)
                     response.raise_for_status()
                     text = "\n".join(m.get("content") or "" for m in response.json()["result"]["messages"])
-                    share = evidence_share(text, conversation, question)
-                    if share is not None:
-                        shares[way][str(question.category)].append(share)
-                        shares[way]["all"].append(share)
+                    share = evidence_share(text, evidence)
+                    shares[way][str(question.category)].append(share)
+                    shares[way]["all"].append(share)
     return {
         way: {category: round(statistics.mean(values), 3) for category, values in by_category.items()}
         | {"questions": len(by_category["all"])}
@@ -87,12 +78,11 @@ def measure(base_url: str, conversations: list[Conversation]) -> dict[str, dict[
 def run(args: argparse.Namespace) -> dict:
     conversations = load_conversations(args.data, args.limit_conversations)
     results: dict[str, dict] = {}
-    env = {"MEMSYS_LLM_API_KEY": "", "OPENAI_API_KEY": "", "OPENROUTER_API_KEY": ""}
     for code in args.code or ["worktree"]:
         name = describe_code(code)
         print(f"[context_recall] {name}: memorizing {len(conversations)} conversations", file=sys.stderr)
         started = time.perf_counter()
-        with code_snapshot(code) as root, memsys_server(env=env, root=root) as base_url:
+        with code_snapshot(code) as root, memsys_server(env=NO_LLM, root=root) as base_url:
             asyncio.run(ingest(base_url, conversations, concurrency=3))
             results[name] = measure(base_url, conversations)
         results[name]["seconds"] = round(time.perf_counter() - started, 1)

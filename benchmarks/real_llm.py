@@ -82,6 +82,8 @@ from benchmarks.locomo import (
 )
 
 DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo-dev.json"
+NO_LLM = {"MEMSYS_LLM_API_KEY": "", "OPENAI_API_KEY": "", "OPENROUTER_API_KEY": ""}
+"""A memsys of this machine's environment with no LLM key: the offline path."""
 DEFAULT_OUT = RESULTS_DIR / "real_llm"
 ANSWER_PROMPT = Path(__file__).resolve().parent / "prompts" / "real_llm_answer.txt"
 ANSWER_MAX_TOKENS = 32
@@ -350,7 +352,7 @@ def formation_path(path: str, code: Path, conversation: Conversation, args, out_
     """One formation path on a fresh memsys: form the slice, count, and rank the slice's questions."""
     from benchmarks.ingest import Database
 
-    env = {"MEMSYS_LOG_LEVEL": "INFO", "MEMSYS_LLM_API_KEY": "", "OPENAI_API_KEY": "", "OPENROUTER_API_KEY": ""}
+    env = {"MEMSYS_LOG_LEVEL": "INFO", **NO_LLM}
     if llm_url:  # as the README tells an operator: the loopback URL and the model's name, no key
         env |= {"MEMSYS_LLM_BASE_URL": llm_url, "MEMSYS_LLM_MODEL": MODEL_ALIAS, "MEMSYS_LLM_TIMEOUT_SECONDS": "600"}
     log = out_dir / f"memsys-{path}.log"
@@ -402,6 +404,16 @@ def token_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def context_budgets(budget: int) -> dict:
+    """A ``POST /context`` request's sections for a reader of ``budget`` tokens: facts and episodes half each."""
+    return {
+        "semantic": {"top_k": 50, "max_tokens": budget // 2},
+        "episodes": {"top_k": 5, "max_tokens": budget // 2},
+        "history_max_tokens": 0,
+        "context_max_tokens": budget + 64,
+    }
+
+
 def memsys_context(client: httpx.Client, conversation: Conversation, question: Question, budget: int) -> str:
     """The knowledge ``POST /context`` assembles for the question within ``budget`` tokens (facts and episodes,
     half each at most; the server's defaults otherwise), as the text a model is given."""
@@ -409,10 +421,7 @@ def memsys_context(client: httpx.Client, conversation: Conversation, question: Q
     body = {
         **{k: v for k, v in scope.items() if k in ("group_id", "user_id", "current_time")},
         "query": question.question,
-        "semantic": {"top_k": 50, "max_tokens": budget // 2},
-        "episodes": {"top_k": 5, "max_tokens": budget // 2},
-        "history_max_tokens": 0,
-        "context_max_tokens": budget + 64,
+        **context_budgets(budget),
     }
     response = client.post("/api/v3/agentic/context", json=body)
     response.raise_for_status()
@@ -450,7 +459,7 @@ def qa_and_agent(code: Path, conversation: Conversation, questions, args, out_di
     raw = ask_baselines([conversation])[Variant("raw-rrf", "rrf", "raw_turns")]
     position = {id(q): i for i, q in enumerate(conversation.questions)}
     speakers = " and ".join(conversation.speakers)
-    env = {"MEMSYS_LLM_API_KEY": "", "OPENAI_API_KEY": "", "OPENROUTER_API_KEY": ""}
+    env = dict(NO_LLM)
     rows: list[dict] = []
     agent_rows: list[dict] = []
     with memsys_server(env=env, root=code, log=log) as base_url:

@@ -172,10 +172,8 @@ def test_context_recall_benchmark_end_to_end(tmp_path: Path) -> None:
     for way in context_recall.WAYS:
         assert figures[way]["questions"] == 4 and 0.0 <= figures[way]["all"] <= 1.0
         assert figures[way]["4"] > 0  # Biscuit's and the vase's turns are found
-    conversation = context_recall.load_conversations(data)[0]
-    question = conversation.questions[0]
-    share = context_recall.evidence_share("Ana: I adopted a greyhound named Biscuit last week!", conversation, question)
-    assert share == 1.0
+    (greyhound,) = [t for t in context_recall.load_conversations(data)[0].turns if t.dia_id == "D1:1"]
+    assert context_recall.evidence_share("Ana: I adopted a greyhound named Biscuit last week!", [greyhound]) == 1.0
 
 
 def test_embedders_benchmark_end_to_end(tmp_path: Path) -> None:
