@@ -166,6 +166,13 @@ async def _drive(config: Config, memsys: Memsys, llm: FakeLLM, embedder: FakeLLM
             task.cancel()
         drain = await _drain(config, load, owner_url)
         sampling.cancel()
+        # The drain's last reading is the run's last sample: a backlog that drained between the sampler's
+        # one-second ticks still counts as drained for the fault injected last.
+        samples.append(
+            checks.Sample(
+                drain.pop("read_at"), memsys.rss_kib("serve"), memsys.rss_kib("worker"), *drain.pop("backlog")
+            )
+        )
         memsys.notice_exits()
         db = await asyncio.to_thread(checks.database_checks, owner_url, load)
     return _results(config, load, load_s, samples, injections, drain, db, memsys.exits)
@@ -321,13 +328,16 @@ async def _drain(config: Config, load: Load, owner_url: str) -> dict:
         answers = await asyncio.gather(*(flush(client, t, g) for t in load.tenants for g in t.groups))
     flushed_s = load.now() - began
     left: dict = {}
+    backlog: tuple = (None, None, None)
     while True:
         try:
             async with await psycopg.AsyncConnection.connect(owner_url, autocommit=True, connect_timeout=2) as conn:
-                open_jobs, _, pending = await _backlog(conn)
-            left = {"open_jobs": open_jobs, "pending_messages": pending}
+                backlog = tuple(await _backlog(conn))
+            left = {"open_jobs": backlog[0], "pending_messages": backlog[2]}
         except psycopg.Error as exc:
+            backlog = (None, None, None)
             left = {"error": type(exc).__name__}
+        read_at = load.now()
         if left.get("open_jobs") == 0 and left.get("pending_messages") == 0 or load.now() >= deadline:
             break
         await asyncio.sleep(0.5)
@@ -337,6 +347,8 @@ async def _drain(config: Config, load: Load, owner_url: str) -> dict:
         "drained": left.get("open_jobs") == 0 and left.get("pending_messages") == 0,
         "drained_s": round(load.now() - began, 1),
         "left": left,
+        "backlog": backlog,
+        "read_at": read_at,
     }
 
 
