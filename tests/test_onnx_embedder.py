@@ -58,6 +58,30 @@ def test_int8_weights_give_vectors_close_to_the_full_models_from_a_file_made_onc
     assert agreement.mean() > 0.97 and agreement.min() > 0.9 and agreement.max() < 0.99999, agreement
 
 
+@pytest.mark.parametrize("worker_process", [False, True])
+def test_queries_and_drafts_come_from_the_fast_runtime_and_memories_from_the_full_model(worker_process: bool) -> None:
+    """``MEMSYS_EMBEDDING_FAST_RUNTIME``: a query's vector and a pending message's draft come from the int8 model,
+    a memory's from the full one, in the worker process and without it."""
+    import asyncio
+
+    embedder = LocalEmbedder(
+        "all-MiniLM-L6-v2", 384, 64, threads=1, worker_process=worker_process, runtime="onnx", fast_runtime="onnx-int8"
+    )
+    folder = _bundled_model_path()
+    full, int8 = onnx_model.load(folder, 1).encode(TEXTS), onnx_model.load(folder, 1, int8=True).encode(TEXTS)
+
+    async def main():
+        kept = await embedder.embed(TEXTS)
+        drafts = await embedder.embed(TEXTS, draft=True)
+        queries = await asyncio.gather(*(embedder.embed([text], query=True) for text in TEXTS))
+        return np.array(kept), np.array(drafts), np.array([q[0] for q in queries])
+
+    kept, drafts, queries = asyncio.run(main())
+    assert np.abs(kept - full).max() < 1e-5
+    assert np.abs(drafts - int8).max() < 1e-5 and np.abs(queries - int8).max() < 1e-5
+    assert np.abs(drafts - full).max() > 1e-3  # not the full model's
+
+
 def test_the_export_is_made_once_and_again_when_the_model_changes(cache: Path, tmp_path: Path) -> None:
     folder = _copy_of_the_bundled_model(tmp_path / "model")
     first = onnx_model._exported(folder)

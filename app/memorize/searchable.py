@@ -41,7 +41,7 @@ async def index_pending(runtime: Runtime) -> tuple[int, int]:
             return indexed, skipped
         below_id = rows[-1]["id"]
         texts = [message_text(row["sender_name"], row["content"]) for row in rows]
-        vectors = await runtime.embedder.embed(texts)
+        vectors = await runtime.embedder.embed(texts, draft=True)
         untokenized = [(row, text) for row, text in zip(rows, texts, strict=True) if row["needs_tokens"]]
         tokens = await run_off_loop(_search_tokens, [text for _, text in untokenized])
         for (row, _), text_tokens in zip(untokenized, tokens, strict=True):

@@ -41,9 +41,12 @@ class Embedder(Protocol):
     dimensions: int
     name: str
 
-    async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, query: bool = False, draft: bool = False) -> list[list[float]]:
         """One vector per text, in order, computed in batches. ``query``: a request is waiting for these (a
-        search's query); an embedder that can must not queue them behind bulk work (formation, intake)."""
+        search's query); an embedder that can must not queue them behind bulk work (formation, intake).
+        ``draft``: vectors compared but not kept, a pending message's (replaced by its memories' when it is
+        formed). Queries and drafts may come from a faster, slightly less exact runtime of the same model
+        (``MEMSYS_EMBEDDING_FAST_RUNTIME``); a memory's vector never does."""
         ...
 
     def start_loading(self) -> None:
@@ -109,6 +112,7 @@ class LocalEmbedder:
         worker_process: bool = False,
         timeout_s: float = 30.0,
         runtime: str = "onnx",
+        fast_runtime: str | None = None,
     ) -> None:
         path = _bundled_model_path() if model == BUNDLED_MODEL else Path(model)
         if not Path(path).exists():
@@ -118,16 +122,21 @@ class LocalEmbedder:
             raise ConfigurationError(_dimensions_mismatch(model, declared, dimensions))
         self._model_name = model
         self._pool: ProcessPoolExecutor | None = None
-        self._worker_args = (str(path), runtime, threads)
-        self._in_process = _Loading(lambda: _load_model(*self._worker_args), f"the embedding model {model}")
-        """The model in this process: ``embed_sync``'s, and ``embed``'s without a worker process."""
+        self._worker_args = (str(path), runtime, threads, fast_runtime or runtime)
+        kept, fast = (str(path), runtime, threads), (str(path), fast_runtime or runtime, threads)
+        self._in_process = {
+            False: _Loading(lambda: _load_model(*kept), f"the embedding model {model}"),
+            True: _Loading(lambda: _load_model(*fast), f"the embedding model {model} ({fast_runtime})"),
+        }
+        """The model in this process, by ``fast`` (queries' and drafts'; the same model when the runtimes are the
+        same): ``embed_sync``'s, ``embed``'s queries with a worker process, and everything without one."""
         self._ready = _Loading(functools.partial(self._prepare, worker_process), f"the embedding model {model}")
         """What ``embed`` needs: the worker process with its model, or else the model in this process."""
         self.dimensions = dimensions
         self._batch_size = batch_size
         self._timeout_s = timeout_s
         self._restarting = asyncio.Lock()
-        self._batchers: dict[bool, _Coalescer] = {}
+        self._batchers: dict[tuple[bool, bool], _Coalescer] = {}
         self._queries_here = worker_process
         """With a worker process for bulk work, queries are embedded by the model in this process (a second copy,
         about 100 MB): a search never waits behind a batch of new messages or memories being embedded."""
@@ -136,10 +145,10 @@ class LocalEmbedder:
         """Load what ``embed`` needs in a thread now, not in the first embed."""
         self._ready.start()
         if self._queries_here:
-            self._in_process.start()
+            self._in_process[True].start()
 
     def close(self) -> None:
-        self._ready.abandoned = self._in_process.abandoned = True
+        self._ready.abandoned = self._in_process[False].abandoned = self._in_process[True].abandoned = True
 
     def load(self) -> None:
         """Load what ``embed`` needs now and wait for it (what the first embed does otherwise)."""
@@ -147,8 +156,8 @@ class LocalEmbedder:
 
     @property
     def _model(self):
-        """The model in this process (loaded now if need be)."""
-        return self._in_process.get()[0]
+        """The model of memories' vectors in this process (loaded now if need be)."""
+        return self._in_process[False].get()[0]
 
     @property
     def _worker(self) -> ProcessPoolExecutor | None:
@@ -173,40 +182,43 @@ class LocalEmbedder:
         if found != self.dimensions:
             raise ConfigurationError(_dimensions_mismatch(self._model_name, found, self.dimensions))
 
-    def embed_sync(self, texts: list[str]) -> list[list[float]]:
+    def embed_sync(self, texts: list[str], fast: bool = False) -> list[list[float]]:
         if not texts:
             return []
-        model, lock = self._in_process.get()
+        model, lock = self._in_process[fast].get()
         with lock:
             vectors = model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True)
         return vectors.tolist()
 
-    async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, query: bool = False, draft: bool = False) -> list[list[float]]:
         if not texts:
             return []
-        here = query and self._queries_here
+        here, fast = query and self._queries_here, query or draft
         if here or all(len(text) <= COALESCE_MAX_CHARS for text in texts):
-            return await self._coalesced(texts, here)
-        return await self._encode(texts)
+            return await self._coalesced(texts, here, fast)
+        return await self._encode(texts, fast)
 
-    async def _coalesced(self, texts: list[str], here: bool) -> list[list[float]]:
+    async def _coalesced(self, texts: list[str], here: bool, fast: bool) -> list[list[float]]:
         loop = asyncio.get_running_loop()
-        batcher = self._batchers.get(here)
+        batcher = self._batchers.get((here, fast))
         if batcher is None or batcher.loop is not loop:
-            encode = functools.partial(asyncio.to_thread, self.embed_sync) if here else self._encode
-            batcher = self._batchers[here] = _Coalescer(encode, loop)
+            if here:
+                encode = functools.partial(asyncio.to_thread, self.embed_sync, fast=fast)
+            else:
+                encode = functools.partial(self._encode, fast=fast)
+            batcher = self._batchers[here, fast] = _Coalescer(encode, loop)
         return await batcher.submit(texts)
 
-    async def _encode(self, texts: list[str]) -> list[list[float]]:
+    async def _encode(self, texts: list[str], fast: bool = False) -> list[list[float]]:
         await self._ready.wait()
         if self._pool is None:
-            return await asyncio.to_thread(self.embed_sync, texts)
+            return await asyncio.to_thread(self.embed_sync, texts, fast)
         loop = asyncio.get_running_loop()
         for attempt in range(2):
             worker = self._pool
             try:
                 return await asyncio.wait_for(
-                    loop.run_in_executor(worker, _worker_encode, texts, self._batch_size), self._timeout_s
+                    loop.run_in_executor(worker, _worker_encode, texts, self._batch_size, fast), self._timeout_s
                 )
             except (BrokenProcessPool, TimeoutError) as exc:
                 died = "died" if isinstance(exc, BrokenProcessPool) else f"did not answer in {self._timeout_s:g}s"
@@ -291,7 +303,7 @@ class OpenAICompatibleEmbedder:
     def close(self) -> None:
         """Nothing loads."""
 
-    async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, query: bool = False, draft: bool = False) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self._batch_size):
             batch = texts[start : start + self._batch_size]
@@ -343,23 +355,24 @@ def _load_model_once(path: str, runtime: str, threads: int):
 # A worker process runs the model with its own GIL: in a thread of the server, every one of the forward
 # pass's many small Python steps waits for the busy event loop to hand the GIL over (up to 5 ms each), and
 # embedding slows several times under concurrent requests.
-_WORKER_MODEL = None
+_WORKER_MODELS: dict[bool, Any] = {}
+"""The worker process's models by ``fast``: memories' vectors, and drafts' (the same one when the runtimes are)."""
 
 
 @functools.lru_cache(maxsize=4)
-def _worker_pool(path: str, runtime: str, threads: int) -> ProcessPoolExecutor:
+def _worker_pool(path: str, runtime: str, threads: int, fast_runtime: str) -> ProcessPoolExecutor:
     pool = ProcessPoolExecutor(
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_worker_init,
-        initargs=(path, runtime, threads),
+        initargs=(path, runtime, threads, fast_runtime),
     )
-    pool.submit(_worker_encode, ["warm up"], 1).result()  # load the model now, not in the first request
+    for fast in (False, True):  # load the models now, not in the first request
+        pool.submit(_worker_encode, ["warm up"], 1, fast).result()
     return pool
 
 
-def _worker_init(path: str, runtime: str, threads: int) -> None:
-    global _WORKER_MODEL
+def _worker_init(path: str, runtime: str, threads: int, fast_runtime: str) -> None:
     parent = os.getppid()
     # A Ctrl-C (or systemd's SIGTERM) reaches the whole process group: the server stops this process itself,
     # after its requests in flight, rather than finding it dead (a traceback here, a broken pool there).
@@ -372,15 +385,18 @@ def _worker_init(path: str, runtime: str, threads: int) -> None:
         os._exit(0)
 
     threading.Thread(target=exit_with_parent, daemon=True).start()
-    _WORKER_MODEL = _load_model(path, runtime, threads)[0]
+    _WORKER_MODELS[False] = _load_model(path, runtime, threads)[0]
+    _WORKER_MODELS[True] = _load_model(path, fast_runtime, threads)[0]
 
 
 def _worker_dimensions() -> int:
-    return _model_dimensions(_WORKER_MODEL)
+    return _model_dimensions(_WORKER_MODELS[False])
 
 
-def _worker_encode(texts: list[str], batch_size: int) -> list[list[float]]:
-    vectors = _WORKER_MODEL.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
+def _worker_encode(texts: list[str], batch_size: int, fast: bool = False) -> list[list[float]]:
+    vectors = _WORKER_MODELS[fast].encode(
+        texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+    )
     return vectors.tolist()
 
 
@@ -460,7 +476,7 @@ class MultilingualUSEEmbedder:
         with self._lock:
             return [_normalised(vector) for vector in model.encode(texts).tolist()]
 
-    async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, query: bool = False, draft: bool = False) -> list[list[float]]:
         return await asyncio.to_thread(self.embed_sync, texts)
 
 
@@ -494,11 +510,11 @@ class MeasuredEmbedder:
         key's requests are bounded already); more wait at most the timeout."""
         self._timeout_s = timeout_s
 
-    async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
+    async def embed(self, texts: list[str], *, query: bool = False, draft: bool = False) -> list[list[float]]:
         started = time.perf_counter()
         try:
             async with self._slots.slot(self._timeout_s, self._refused):
-                return await self.inner.embed(texts, query=query)
+                return await self.inner.embed(texts, query=query, draft=draft)
         except Exception:
             metrics.EMBEDDING_ERRORS.labels(provider=self.provider).inc()
             raise
@@ -563,4 +579,5 @@ def _create_embedder(settings: Settings) -> Embedder:
         worker_process=settings.embedding_worker_process,
         timeout_s=settings.embedding_timeout_s,
         runtime=settings.embedding_runtime,
+        fast_runtime=settings.embedding_fast_runtime,
     )

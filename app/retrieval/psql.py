@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     if request.retrieval_mode != "bm25" and request.data_source != "profile":
         from app.providers.embeddings import create_embedder, create_xl_embedder
 
-        vector = asyncio.run(create_embedder(settings).embed([request.query or ""]))[0]
+        vector = asyncio.run(create_embedder(settings).embed([request.query or ""], query=True))[0]
         if (xl_embedder := create_xl_embedder(settings)) is not None:
-            xl_vector = asyncio.run(xl_embedder.embed([request.query or ""]))[0]
+            xl_vector = asyncio.run(xl_embedder.embed([request.query or ""], query=True))[0]
     sys.stdout.write(script(request, settings, vector, tenant, xl_vector))
     return 0
 
