@@ -157,11 +157,11 @@ class Settings(BaseSettings):
     vectors within ~0.01 cosine of the full model's, so they share its name and its stored vectors; LoCoMo rrf
     over event logs 0.765 / 0.897 @512 / @2048 against 0.766 / 0.905), or torch. A model other than a transformer
     with mean pooling always runs on torch."""
-    embedding_fast_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx-int8"
-    """How the local model embeds what is compared but never kept: a search's query and a pending message's draft
-    vector (read your writes; formation replaces it with its memories'). int8 by default: 2.3x faster per text,
-    so a search answers sooner and a message is searchable sooner, while every memory's vector comes from
-    ``embedding_runtime``. Set it to ``embedding_runtime``'s value to embed everything one way."""
+    embedding_draft_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx-int8"
+    """How the local model embeds a pending message's draft vector (read your writes: searched until formation
+    replaces it with its memories'). int8 by default: 2.3x less CPU per text, so a message is searchable sooner,
+    while every memory's vector and every query's come from ``embedding_runtime``. Set it to
+    ``embedding_runtime``'s value to embed everything one way."""
     embedding_threads: int = 1
     """Threads of the local model; 1 leaves the other cores to the HTTP worker and PostgreSQL (more
     throughput under concurrent load, no spinning threads); 0 = the runtime's default (every core)."""

@@ -19,13 +19,6 @@ def embed(client):
 
 
 @pytest.fixture
-def embed_query(client):
-    """A query's vector, as the server embeds one (``MEMSYS_EMBEDDING_FAST_RUNTIME``)."""
-    embedder = client.app.state.runtime.embedder
-    return lambda text: embedder.embed_sync([text], fast=True)[0]
-
-
-@pytest.fixture
 def corpus(client, database_url, embed):
     """A small corpus over two users and two groups, plus a group-level memory."""
     texts = [
@@ -119,11 +112,11 @@ def test_top_k_limits_the_answer(client, corpus):
     assert retrieve(client, query="Beijing", top_k=100)["count"] == 5
 
 
-def test_embedding_mode_runs_the_vector_leg_only_and_scores_cosine(client, corpus, embed, embed_query):
+def test_embedding_mode_runs_the_vector_leg_only_and_scores_cosine(client, corpus, embed):
     result = retrieve(client, query="roast duck in Beijing", retrieval_mode="embedding")
     meta = result["metadata"]
     assert meta["retrieval_mode"] == "embedding" and meta["bm25_count"] == 0 and meta["emb_count"] == 5
-    query_vector = embed_query("roast duck in Beijing")
+    query_vector = embed("roast duck in Beijing")
     for item in result["memories"]:
         vector = embed(item["content"])
         cosine = sum(a * b for a, b in zip(query_vector, vector, strict=True))
@@ -266,7 +259,7 @@ def test_profile_returns_the_latest_version(client, database_url):
     ]
 
 
-def test_explain_gives_each_legs_rank_score_and_rrf_contribution(client, corpus, embed, embed_query):
+def test_explain_gives_each_legs_rank_score_and_rrf_contribution(client, corpus, embed):
     query = "Bob hiking mountains weekends"
     result = retrieve(client, query=query, explain=True)
     by_rank = result["memories"]
@@ -275,7 +268,7 @@ def test_explain_gives_each_legs_rank_score_and_rrf_contribution(client, corpus,
     assert top["vector"]["rank"] == 1 and top["bm25"]["rank"] == 1
     assert top["vector"]["rrf_contribution"] == pytest.approx(1 / 61) == top["bm25"]["rrf_contribution"]
     assert top["rrf"]["sum"] == pytest.approx(2 / 61) and top["retrieval_score"] == pytest.approx(1.0)
-    vector = embed_query(query)
+    vector = embed(query)
     for item in by_rank:
         explained = item["explain"]
         cosine = sum(a * b for a, b in zip(vector, embed(item["content"]), strict=True))

@@ -44,9 +44,9 @@ class Embedder(Protocol):
     async def embed(self, texts: list[str], *, query: bool = False, draft: bool = False) -> list[list[float]]:
         """One vector per text, in order, computed in batches. ``query``: a request is waiting for these (a
         search's query); an embedder that can must not queue them behind bulk work (formation, intake).
-        ``draft``: vectors compared but not kept, a pending message's (replaced by its memories' when it is
-        formed). Queries and drafts may come from a faster, slightly less exact runtime of the same model
-        (``MEMSYS_EMBEDDING_FAST_RUNTIME``); a memory's vector never does."""
+        ``draft``: a pending message's vector, searched until formation replaces it with its memories'; it may
+        come from a faster, slightly less exact runtime of the same model (``MEMSYS_EMBEDDING_DRAFT_RUNTIME``);
+        a memory's vector and a query's never do."""
         ...
 
     def start_loading(self) -> None:
@@ -112,7 +112,7 @@ class LocalEmbedder:
         worker_process: bool = False,
         timeout_s: float = 30.0,
         runtime: str = "onnx",
-        fast_runtime: str | None = None,
+        draft_runtime: str | None = None,
     ) -> None:
         path = _bundled_model_path() if model == BUNDLED_MODEL else Path(model)
         if not Path(path).exists():
@@ -122,14 +122,14 @@ class LocalEmbedder:
             raise ConfigurationError(_dimensions_mismatch(model, declared, dimensions))
         self._model_name = model
         self._pool: ProcessPoolExecutor | None = None
-        self._worker_args = (str(path), runtime, threads, fast_runtime or runtime)
-        kept, fast = (str(path), runtime, threads), (str(path), fast_runtime or runtime, threads)
+        self._worker_args = (str(path), runtime, threads, draft_runtime or runtime)
+        kept, drafts = (str(path), runtime, threads), (str(path), draft_runtime or runtime, threads)
         self._in_process = {
             False: _Loading(lambda: _load_model(*kept), f"the embedding model {model}"),
-            True: _Loading(lambda: _load_model(*fast), f"the embedding model {model} ({fast_runtime})"),
+            True: _Loading(lambda: _load_model(*drafts), f"the embedding model {model} ({draft_runtime})"),
         }
-        """The model in this process, by ``fast`` (queries' and drafts'; the same model when the runtimes are the
-        same): ``embed_sync``'s, ``embed``'s queries with a worker process, and everything without one."""
+        """The model in this process, by ``draft`` (the same model when the runtimes are the same): ``embed_sync``'s,
+        ``embed``'s queries with a worker process, and everything without one."""
         self._ready = _Loading(functools.partial(self._prepare, worker_process), f"the embedding model {model}")
         """What ``embed`` needs: the worker process with its model, or else the model in this process."""
         self.dimensions = dimensions
@@ -145,7 +145,7 @@ class LocalEmbedder:
         """Load what ``embed`` needs in a thread now, not in the first embed."""
         self._ready.start()
         if self._queries_here:
-            self._in_process[True].start()
+            self._in_process[False].start()
 
     def close(self) -> None:
         self._ready.abandoned = self._in_process[False].abandoned = self._in_process[True].abandoned = True
@@ -182,10 +182,10 @@ class LocalEmbedder:
         if found != self.dimensions:
             raise ConfigurationError(_dimensions_mismatch(self._model_name, found, self.dimensions))
 
-    def embed_sync(self, texts: list[str], fast: bool = False) -> list[list[float]]:
+    def embed_sync(self, texts: list[str], draft: bool = False) -> list[list[float]]:
         if not texts:
             return []
-        model, lock = self._in_process[fast].get()
+        model, lock = self._in_process[draft].get()
         with lock:
             vectors = model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True)
         return vectors.tolist()
@@ -193,32 +193,32 @@ class LocalEmbedder:
     async def embed(self, texts: list[str], *, query: bool = False, draft: bool = False) -> list[list[float]]:
         if not texts:
             return []
-        here, fast = query and self._queries_here, query or draft
+        here = query and self._queries_here
         if here or all(len(text) <= COALESCE_MAX_CHARS for text in texts):
-            return await self._coalesced(texts, here, fast)
-        return await self._encode(texts, fast)
+            return await self._coalesced(texts, here, draft)
+        return await self._encode(texts, draft)
 
-    async def _coalesced(self, texts: list[str], here: bool, fast: bool) -> list[list[float]]:
+    async def _coalesced(self, texts: list[str], here: bool, draft: bool) -> list[list[float]]:
         loop = asyncio.get_running_loop()
-        batcher = self._batchers.get((here, fast))
+        batcher = self._batchers.get((here, draft))
         if batcher is None or batcher.loop is not loop:
             if here:
-                encode = functools.partial(asyncio.to_thread, self.embed_sync, fast=fast)
+                encode = functools.partial(asyncio.to_thread, self.embed_sync, draft=draft)
             else:
-                encode = functools.partial(self._encode, fast=fast)
-            batcher = self._batchers[here, fast] = _Coalescer(encode, loop)
+                encode = functools.partial(self._encode, draft=draft)
+            batcher = self._batchers[here, draft] = _Coalescer(encode, loop)
         return await batcher.submit(texts)
 
-    async def _encode(self, texts: list[str], fast: bool = False) -> list[list[float]]:
+    async def _encode(self, texts: list[str], draft: bool = False) -> list[list[float]]:
         await self._ready.wait()
         if self._pool is None:
-            return await asyncio.to_thread(self.embed_sync, texts, fast)
+            return await asyncio.to_thread(self.embed_sync, texts, draft)
         loop = asyncio.get_running_loop()
         for attempt in range(2):
             worker = self._pool
             try:
                 return await asyncio.wait_for(
-                    loop.run_in_executor(worker, _worker_encode, texts, self._batch_size, fast), self._timeout_s
+                    loop.run_in_executor(worker, _worker_encode, texts, self._batch_size, draft), self._timeout_s
                 )
             except (BrokenProcessPool, TimeoutError) as exc:
                 died = "died" if isinstance(exc, BrokenProcessPool) else f"did not answer in {self._timeout_s:g}s"
@@ -356,23 +356,23 @@ def _load_model_once(path: str, runtime: str, threads: int):
 # pass's many small Python steps waits for the busy event loop to hand the GIL over (up to 5 ms each), and
 # embedding slows several times under concurrent requests.
 _WORKER_MODELS: dict[bool, Any] = {}
-"""The worker process's models by ``fast``: memories' vectors, and drafts' (the same one when the runtimes are)."""
+"""The worker process's models by ``draft``: memories' vectors, and drafts' (the same one when the runtimes are)."""
 
 
 @functools.lru_cache(maxsize=4)
-def _worker_pool(path: str, runtime: str, threads: int, fast_runtime: str) -> ProcessPoolExecutor:
+def _worker_pool(path: str, runtime: str, threads: int, draft_runtime: str) -> ProcessPoolExecutor:
     pool = ProcessPoolExecutor(
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_worker_init,
-        initargs=(path, runtime, threads, fast_runtime),
+        initargs=(path, runtime, threads, draft_runtime),
     )
-    for fast in (False, True):  # load the models now, not in the first request
-        pool.submit(_worker_encode, ["warm up"], 1, fast).result()
+    for draft in (False, True):  # load the models now, not in the first request
+        pool.submit(_worker_encode, ["warm up"], 1, draft).result()
     return pool
 
 
-def _worker_init(path: str, runtime: str, threads: int, fast_runtime: str) -> None:
+def _worker_init(path: str, runtime: str, threads: int, draft_runtime: str) -> None:
     parent = os.getppid()
     # A Ctrl-C (or systemd's SIGTERM) reaches the whole process group: the server stops this process itself,
     # after its requests in flight, rather than finding it dead (a traceback here, a broken pool there).
@@ -386,15 +386,15 @@ def _worker_init(path: str, runtime: str, threads: int, fast_runtime: str) -> No
 
     threading.Thread(target=exit_with_parent, daemon=True).start()
     _WORKER_MODELS[False] = _load_model(path, runtime, threads)[0]
-    _WORKER_MODELS[True] = _load_model(path, fast_runtime, threads)[0]
+    _WORKER_MODELS[True] = _load_model(path, draft_runtime, threads)[0]
 
 
 def _worker_dimensions() -> int:
     return _model_dimensions(_WORKER_MODELS[False])
 
 
-def _worker_encode(texts: list[str], batch_size: int, fast: bool = False) -> list[list[float]]:
-    vectors = _WORKER_MODELS[fast].encode(
+def _worker_encode(texts: list[str], batch_size: int, draft: bool = False) -> list[list[float]]:
+    vectors = _WORKER_MODELS[draft].encode(
         texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
     )
     return vectors.tolist()
@@ -579,5 +579,5 @@ def _create_embedder(settings: Settings) -> Embedder:
         worker_process=settings.embedding_worker_process,
         timeout_s=settings.embedding_timeout_s,
         runtime=settings.embedding_runtime,
-        fast_runtime=settings.embedding_fast_runtime,
+        draft_runtime=settings.embedding_draft_runtime,
     )
