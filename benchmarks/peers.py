@@ -187,32 +187,48 @@ async def each_by_clients(base_url: str, clients: int, items: list, work) -> Non
 
 
 async def ingest(system: System, conversations: list[Conversation], clients: int, suffix: str) -> dict:
-    """Every conversation's turns in order, ``clients`` conversations at a time; rates and CPU per message."""
+    """Every conversation's turns in order, ``clients`` conversations at a time; rates and CPU per message.
+
+    Acknowledged is when the last message's memorize (mem0: add) answered. memsys's conversations are then
+    flushed (closing their open episodes, as ``formed`` needs), which waits for formation: not counted as
+    acknowledging. Searchable (memsys) is the first moment after the last acknowledgement when
+    ``/health`` counts no message without its vector, polled all along; formed, when no message waits."""
     turns = sum(len(c.turns) for c in conversations)
     cpu_before = cpu_seconds(system.processes)
     started = time.perf_counter()
+    acked: list[float] = []
+    polls: list[tuple[float, int, int]] = []
+    done = asyncio.Event()
 
     async def conversation_in_order(connection: Connection, conversation: Conversation) -> None:
         scope = conversation.sample_id + suffix
         for turn in conversation.turns:
             await connection.post(*system.add_body(turn, scope))
-        if system.name == "memsys":
-            await connection.post("/api/v3/agentic/flush", {"group_id": scope})
+        acked.append(time.perf_counter() - started)
 
-    await each_by_clients(system.base_url, clients, conversations, conversation_in_order)
-    acknowledged = searchable = formed = time.perf_counter() - started
-    if system.name == "memsys":  # mem0: searchable and done when add returns
+    async def poll() -> None:
         async with httpx.AsyncClient(base_url=system.base_url, timeout=30) as http:
-            searchable = None
             while True:
                 state = await health(http)
                 now = time.perf_counter() - started
-                if searchable is None and not state["messages_not_yet_searchable"]:
-                    searchable = now
-                if not state["messages_waiting"]:
-                    formed = now
-                    break
+                polls.append((now, state["messages_not_yet_searchable"], state["messages_waiting"]))
+                if done.is_set() and not state["messages_waiting"]:
+                    return
                 await asyncio.sleep(POLL_S)
+
+    poller = asyncio.create_task(poll()) if system.name == "memsys" else None
+    await each_by_clients(system.base_url, clients, conversations, conversation_in_order)
+    acknowledged = searchable = formed = max(acked)
+    if poller is not None:  # mem0: searchable and done when add returns
+
+        async def flush(connection: Connection, conversation: Conversation) -> None:
+            await connection.post("/api/v3/agentic/flush", {"group_id": conversation.sample_id + suffix})
+
+        await each_by_clients(system.base_url, clients, conversations, flush)
+        done.set()
+        await poller
+        searchable = next(at for at, unsearchable, _ in polls if at >= acknowledged and not unsearchable)
+        formed = next(at for at, _, waiting in polls if at >= acknowledged and not waiting)
     cpu = cpu_seconds(system.processes) - cpu_before
     return {
         "clients": clients,
