@@ -3,6 +3,7 @@ stays on torch."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -63,8 +64,6 @@ def test_drafts_come_from_the_draft_runtime_and_memories_and_queries_from_the_fu
     """``MEMSYS_EMBEDDING_DRAFT_RUNTIME``: a pending message's draft vector comes from the int8 model; a memory's
     and a query's from the full one (a query is compared with memories' vectors), with the worker process and
     without it; each text's vector is the one it gets alone, whatever its batch."""
-    import asyncio
-
     embedder = LocalEmbedder(
         "all-MiniLM-L6-v2", 384, 64, threads=1, worker_process=worker_process, runtime="onnx", draft_runtime="onnx-int8"
     )

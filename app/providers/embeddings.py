@@ -122,11 +122,13 @@ class LocalEmbedder:
             raise ConfigurationError(_dimensions_mismatch(model, declared, dimensions))
         self._model_name = model
         self._pool: ProcessPoolExecutor | None = None
-        self._worker_args = (str(path), runtime, threads, draft_runtime or runtime)
-        kept, drafts = (str(path), runtime, threads), (str(path), draft_runtime or runtime, threads)
+        draft_runtime = draft_runtime or runtime
+        self._worker_args = (str(path), runtime, threads, draft_runtime)
         self._in_process = {
-            False: _Loading(lambda: _load_model(*kept), f"the embedding model {model}"),
-            True: _Loading(lambda: _load_model(*drafts), f"the embedding model {model} ({draft_runtime})"),
+            draft: _Loading(
+                functools.partial(_load_model, str(path), how, threads), f"the embedding model {model} ({how})"
+            )
+            for draft, how in ((False, runtime), (True, draft_runtime))
         }
         """The model in this process, by ``draft`` (the same model when the runtimes are the same): ``embed_sync``'s,
         ``embed``'s queries with a worker process, and everything without one."""
@@ -148,7 +150,8 @@ class LocalEmbedder:
             self._in_process[False].start()
 
     def close(self) -> None:
-        self._ready.abandoned = self._in_process[False].abandoned = self._in_process[True].abandoned = True
+        for loading in (self._ready, *self._in_process.values()):
+            loading.abandoned = True
 
     def load(self) -> None:
         """Load what ``embed`` needs now and wait for it (what the first embed does otherwise)."""

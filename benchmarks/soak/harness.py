@@ -327,26 +327,24 @@ async def _drain(config: Config, load: Load, owner_url: str) -> dict:
     async with httpx.AsyncClient(base_url=load.base_url, timeout=60) as client:
         answers = await asyncio.gather(*(flush(client, t, g) for t in load.tenants for g in t.groups))
     flushed_s = load.now() - began
-    left: dict = {}
-    backlog: tuple = (None, None, None)
     while True:
+        error = None
         try:
             async with await psycopg.AsyncConnection.connect(owner_url, autocommit=True, connect_timeout=2) as conn:
                 backlog = tuple(await _backlog(conn))
-            left = {"open_jobs": backlog[0], "pending_messages": backlog[2]}
         except psycopg.Error as exc:
-            backlog = (None, None, None)
-            left = {"error": type(exc).__name__}
+            backlog, error = (None, None, None), type(exc).__name__
         read_at = load.now()
-        if left.get("open_jobs") == 0 and left.get("pending_messages") == 0 or load.now() >= deadline:
+        drained = backlog[0] == 0 and backlog[2] == 0
+        if drained or read_at >= deadline:
             break
         await asyncio.sleep(0.5)
     return {
         "flush_answers": dict(Counter(answers)),
         "flushed_s": round(flushed_s, 1),
-        "drained": left.get("open_jobs") == 0 and left.get("pending_messages") == 0,
+        "drained": drained,
         "drained_s": round(load.now() - began, 1),
-        "left": left,
+        "left": {"error": error} if error else {"open_jobs": backlog[0], "pending_messages": backlog[2]},
         "backlog": backlog,
         "read_at": read_at,
     }
