@@ -155,7 +155,8 @@ class Settings(BaseSettings):
     """How the local model runs: ONNX Runtime (the same vectors as torch, a query about twice as fast; the model is
     exported once into ~/.cache/memsys/onnx), ONNX Runtime with int8 weights (``onnx-int8``: 2.3x faster again,
     vectors within ~0.01 cosine of the full model's, so they share its name and its stored vectors; LoCoMo rrf
-    over event logs 0.765 / 0.897 @512 / @2048 against 0.766 / 0.905), or torch. A model other than a transformer
+    over event logs 0.765 / 0.897 @512 / @2048 against 0.766 / 0.905, measured in padded batches before one text
+    per run), or torch. A model other than a transformer
     with mean pooling always runs on torch."""
     embedding_draft_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx-int8"
     """How the local model embeds a pending message's draft vector (read your writes: searched until formation
