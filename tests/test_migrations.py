@@ -106,3 +106,41 @@ def test_full_text_matches_can_use_their_gin_index_under_row_level_security(empt
     migrate.downgrade(empty_database, 384, "0008")
     assert "ix_memories_tsv_episode" not in plan() and "Seq Scan on memories" in plan()
     migrate.upgrade(empty_database, 384)
+
+
+def _toasted_bytes(conn: psycopg.Connection, table: str) -> int:
+    return conn.execute("SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE relname = %s", (table,)).fetchone()[
+        0
+    ]
+
+
+def test_vectors_stay_in_the_row_and_rows_written_before_are_rewritten(empty_database: str) -> None:
+    """Migration 0015: an event log with both vectors (~5 kB) had its vectors moved to the TOAST table; upgraded,
+    the table is rewritten with them in the row, and a row written after stays so."""
+    migrate.upgrade(empty_database, 384, "0014")
+
+    def write(conn: psycopg.Connection, count: int) -> None:
+        cell = conn.execute(
+            "INSERT INTO memcells (stream_kind, stream_id, start_time, end_time, message_ids, participants, "
+            "boundary_reason, extraction_mode) VALUES ('group', 'g', now(), now(), '{}', '{}', 't', 'offline') "
+            "RETURNING id"
+        ).fetchone()[0]
+        conn.execute(
+            "INSERT INTO memories (memory_type, memcell_id, source_message_ids, content, timestamp, search_tokens, "
+            "embedding, embedding_model, embedding_xl) SELECT 'event_log', %s, '{}', 'note ' || i, now(), "
+            "'note word' || i, array_fill(0.1 + i, ARRAY[384])::vector, 'm', array_fill(0.2 + i, ARRAY[512])::vector "
+            "FROM generate_series(1, %s) AS i",
+            (cell, count),
+        )
+
+    with psycopg.connect(empty_database) as conn:
+        conn.execute("SET memsys.tenant_id = 'default'")
+        write(conn, 200)
+        assert _toasted_bytes(conn, "memories") > 0
+    migrate.upgrade(empty_database, 384)
+    with psycopg.connect(empty_database) as conn:
+        conn.execute("SET memsys.tenant_id = 'default'")
+        assert _toasted_bytes(conn, "memories") == 0
+        write(conn, 200)
+        assert _toasted_bytes(conn, "memories") == 0
+        assert conn.execute("SELECT count(*), count(embedding_xl) FROM memories").fetchone() == (400, 400)

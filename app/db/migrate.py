@@ -9,7 +9,7 @@ from sqlalchemy.engine import make_url
 
 from app import PROJECT_ROOT
 from app.db.embedded import sqlalchemy_url
-from app.db.named_sql import query
+from app.db.named_sql import statement
 from app.errors import ConfigurationError
 
 SERVICE_ROLE = "memsys_app"  # created and granted by migration 0003
@@ -73,7 +73,7 @@ def check_embedding_dimensions(database_url: str, embedding_dimensions: int) -> 
     engine = create_engine(sqlalchemy_url(database_url))
     try:
         with engine.connect() as conn:
-            found = conn.execute(text(query("vector_dimensions"))).scalar()
+            found = conn.execute(statement("vector_dimensions")).scalar()
     finally:
         engine.dispose()
     if found is not None and found != embedding_dimensions:

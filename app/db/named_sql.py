@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import re
 
+from sqlalchemy import TextClause, text
+
 from app import PROJECT_ROOT
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -31,3 +33,10 @@ def queries() -> dict[str, str]:
 
 def query(name: str) -> str:
     return queries()[name]
+
+
+@functools.cache
+def statement(name: str) -> TextClause:
+    """The query as a SQLAlchemy ``text()`` clause, made once: making one parses the text for its bind parameters
+    (0.5 ms for the 18 kB hybrid search, which every search would otherwise pay)."""
+    return text(query(name))

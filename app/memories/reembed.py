@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tqdm import tqdm
 
 from app.db.engine import create_engine
-from app.db.named_sql import query
+from app.db.named_sql import statement
 from app.formation.language import detect_language
 from app.formation.memcell import embedding_text
 from app.providers.embeddings import Embedder
@@ -54,7 +54,7 @@ async def reembed(
     owner = create_engine(database_url, settings)
     try:
         async with owner.connect() as conn:
-            before = (await conn.execute(text(query("vector_dimensions")))).scalar_one()
+            before = (await conn.execute(statement("vector_dimensions"))).scalar_one()
             tenants = await tenancy.tenant_ids(conn)
         redo = Redo(embedder, all_rows=before != embedder.dimensions, batch_size=batch_size)
         async with owner.begin() as conn:
@@ -86,7 +86,7 @@ async def reembed(
 
 
 async def _with_new_dimensions(conn: AsyncConnection, redo: Redo, tenants: list[str], bar: tqdm) -> dict[str, int]:
-    indexes = (await conn.execute(text(query("vector_indexes")))).all()
+    indexes = (await conn.execute(statement("vector_indexes"))).all()
     for name, _ in indexes:
         await conn.execute(text(f'DROP INDEX "{name}"'))
     await conn.execute(text("ALTER TABLE memories ALTER COLUMN embedding TYPE vector"))
@@ -133,7 +133,7 @@ class Redo:
 
     async def count(self, conn: AsyncConnection, tenant: str) -> int:
         await scope.enter(conn, tenant, as_service=True)
-        return (await conn.execute(text(query("reembed_count")), self._parameters(tenant))).scalar_one()
+        return (await conn.execute(statement("reembed_count"), self._parameters(tenant))).scalar_one()
 
     async def next_batch(self, owner, tenant: str) -> int:
         """Read a batch in one transaction, embed it outside any, write it in another (online runs)."""
@@ -157,7 +157,7 @@ class Redo:
         return len(rows)
 
     async def _read(self, conn: AsyncConnection, tenant: str) -> list[dict[str, Any]]:
-        result = await conn.execute(text(query("reembed_batch")), self._parameters(tenant))
+        result = await conn.execute(statement("reembed_batch"), self._parameters(tenant))
         rows = [dict(row) for row in result.mappings()]
         if rows:
             self.after[tenant] = rows[-1]["id"]
@@ -166,7 +166,7 @@ class Redo:
     async def _write(self, conn: AsyncConnection, rows: list[dict[str, Any]], vectors: list[list[float]]) -> None:
         if self.cross_lingual:
             await conn.execute(
-                text(query("reembed_xl_update")),
+                statement("reembed_xl_update"),
                 {
                     "ids": [row["id"] for row in rows],
                     "embeddings": [vector_literal(vector) for vector in vectors],
@@ -175,7 +175,7 @@ class Redo:
             )
             return
         await conn.execute(
-            text(query("reembed_update")),
+            statement("reembed_update"),
             {
                 "ids": [row["id"] for row in rows],
                 "embeddings": [vector_literal(vector) for vector in vectors],

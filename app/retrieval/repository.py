@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.named_sql import query
+from app.db.named_sql import query, statement
 from app.db.tables import profiles
 from app.formation.memcell import ASSISTANT_SENDERS
 
@@ -114,7 +114,7 @@ async def configure_search(conn: AsyncConnection, tuning: SearchTuning) -> None:
 
 async def hybrid_search(conn: AsyncConnection, parameters: dict[str, Any]) -> list[dict[str, Any]]:
     """Run ``hybrid_search``; call ``configure_search`` first in the same transaction."""
-    result = await conn.execute(text(query("hybrid_search")), parameters)
+    result = await conn.execute(statement("hybrid_search"), parameters)
     return [dict(row) for row in result.mappings()]
 
 
@@ -134,5 +134,5 @@ async def latest_profiles(conn: AsyncConnection, user_id: str, group_id: str | N
 
 async def hidden_counts(conn: AsyncConnection, parameters: dict[str, Any], count_limit: int) -> dict[str, int]:
     """``hidden_counts``: memories of the searched type each filter left out (``search_parameters``' filters)."""
-    result = await conn.execute(text(query("hidden_counts")), {**parameters, "count_limit": count_limit})
+    result = await conn.execute(statement("hidden_counts"), {**parameters, "count_limit": count_limit})
     return dict(result.mappings().one())
