@@ -15,6 +15,7 @@ from litestar.testing import TestClient
 from app.db import migrate
 from app.errors import ConfigurationError
 from app.http.app import create_app
+from app.providers.embeddings import MultilingualUSEEmbedder
 from app.settings import Settings
 from tests.conftest import recreate_database
 from tests.conftest import run_memsys as memsys
@@ -85,6 +86,11 @@ def test_a_new_model_of_other_dimensions_gets_every_vector_as_formation_would_ma
     assert after.keys() == expected.keys() == before.keys()
     assert {model for model, _ in after.values()} == {USEM3}
     assert max(float(np.abs(after[k][1] - expected[k][1]).max()) for k in after) < 1e-5
+    # An event log's cross-lingual vector is of its own text (the main vector's has the turn before too).
+    usem3 = MultilingualUSEEmbedder(512)
+    entries = [k for k in after if k[1] == "event_log"]
+    own = np.array(usem3.embed_sync([k[5] for k in entries]))
+    assert max(float(np.abs(after[k][1] - vector).max()) for k, vector in zip(entries, own, strict=True)) < 1e-5
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%'").fetchall() == [
             (name, definition) for name, definition in indexes
@@ -217,6 +223,11 @@ def test_memories_formed_without_it_get_the_cross_lingual_vector_formation_gives
     assert after.keys() == expected.keys() == before.keys()
     assert all(after[k][0] == expected[k][0] == "en" for k in after)
     assert max(float(np.abs(after[k][1] - expected[k][1]).max()) for k in after) < 1e-5
+    # An event log's cross-lingual vector is of its own text (the main vector's has the turn before too).
+    usem3 = MultilingualUSEEmbedder(512)
+    entries = [k for k in after if k[1] == "event_log"]
+    own = np.array(usem3.embed_sync([k[5] for k in entries]))
+    assert max(float(np.abs(after[k][1] - vector).max()) for k, vector in zip(entries, own, strict=True)) < 1e-5
 
     again = memsys(url, "reembed")
     assert again.returncode == 0 and "given their" not in again.stderr, again.stderr

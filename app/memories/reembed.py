@@ -142,7 +142,7 @@ class Redo:
             rows = await self._read(conn, tenant)
         if not rows:
             return 0
-        vectors = await self.embedder.embed([_text(row) for row in rows])
+        vectors = await self.embedder.embed([self._text(row) for row in rows])
         async with owner.begin() as conn:
             await scope.enter(conn, tenant, as_service=True)
             await self._write(conn, rows, vectors)
@@ -153,8 +153,14 @@ class Redo:
         await scope.enter(conn, tenant, as_service=True)
         rows = await self._read(conn, tenant)
         if rows:
-            await self._write(conn, rows, await self.embedder.embed([_text(row) for row in rows]))
+            await self._write(conn, rows, await self.embedder.embed([self._text(row) for row in rows]))
         return len(rows)
+
+    def _text(self, row: dict[str, Any]) -> str:
+        """Formation's text (Draft.embedding_text and Draft.xl_text): the main vector's with the nearest turn before
+        (reembed_batch reads it: Draft.EMBEDDING_CONTEXT_TURNS is 1), the cross-lingual vector's without."""
+        before = [row["before"]] if row["before"] and not self.cross_lingual else []
+        return embedding_text(row["title"], row["content"], before)
 
     async def _read(self, conn: AsyncConnection, tenant: str) -> list[dict[str, Any]]:
         result = await conn.execute(statement("reembed_batch"), self._parameters(tenant))
@@ -182,8 +188,3 @@ class Redo:
                 "embedding_model": self.embedder.name,
             },
         )
-
-
-def _text(row: dict[str, Any]) -> str:
-    """reembed_batch reads the nearest turn before: Draft.EMBEDDING_CONTEXT_TURNS is 1."""
-    return embedding_text(row["title"], row["content"], [row["before"]] if row["before"] else [])
