@@ -98,9 +98,9 @@ def model_dir(python: Path) -> str:
 
 
 @contextmanager
-def mem0_server(data_dir: Path) -> Iterator[tuple[str, list[psutil.Process]]]:
-    """mem0 behind its HTTP server on an embedded PostgreSQL of its own: the base URL and the processes whose
-    CPU is its cost (the server and the PostgreSQL postmaster, with their children)."""
+def mem0_server(data_dir: Path) -> Iterator[tuple[str, list[psutil.Process], str]]:
+    """mem0 behind its HTTP server on an embedded PostgreSQL of its own: the base URL, the processes whose
+    CPU is its cost (the server and the PostgreSQL postmaster, with their children) and the database's URL."""
     from app.db.embedded import embedded_database_url, postmaster_pid, stop_embedded
 
     python = ensure_mem0_venv()
@@ -126,7 +126,7 @@ def mem0_server(data_dir: Path) -> Iterator[tuple[str, list[psutil.Process]]]:
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_answering(process, base + "/health", 300, "mem0's server")
-        yield base, [psutil.Process(process.pid), psutil.Process(postmaster_pid(data_dir))]
+        yield base, [psutil.Process(process.pid), psutil.Process(postmaster_pid(data_dir))], url
     finally:
         stop(process)
         stop_embedded(data_dir)
@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> dict:
             memsys = System(
                 "memsys", memsys_url, [server_process(memsys_url), psutil.Process(postmaster_pid(root / "memsys"))]
             )
-            with mem0_server(root / "mem0") as (mem0_url, mem0_processes):
+            with mem0_server(root / "mem0") as (mem0_url, mem0_processes, mem0_database):
                 mem0 = System("mem0", mem0_url, mem0_processes)
                 systems = [mem0, memsys]
                 for system in systems:  # one client on two conversations (scopes of their own), then all of it
@@ -302,6 +302,10 @@ def run(args: argparse.Namespace) -> dict:
                         concurrent, _ = asyncio.run(search_pass(system, questions, args.clients))
                         system.rounds += [single, concurrent]
                         system.ranked = system.ranked or answers
+                if args.scale:
+                    scale = at_scale(args, memsys_url, root / "memsys", mem0_url, mem0_database)
+    if not args.scale:
+        scale = {}
     rows = []
     for system in (memsys, mem0):
         many = system.ingest[f"{args.clients}_clients"]
@@ -340,10 +344,36 @@ def run(args: argparse.Namespace) -> dict:
         f"threshold 0; {', '.join(mem0_requirements())}",
         "ratios": "memsys / mem0: above 1 is memsys higher (better for rates and recall, worse for latency)",
     }
+    if scale:
+        print(f"\n{args.scale:,} memories, one client ({scale['questions']} questions each way):")
+        print_table(scale["rows"], list(scale["rows"][0]))
+        config["scale"] = {k: v for k, v in scale.items() if k != "rows"}
     details = {s.name: {"ingest": s.ingest, "search_rounds": s.rounds} for s in (memsys, mem0)}
-    path = save("peers", config, rows, args.out, extra={"details": details})
+    path = save("peers", config, rows, args.out, extra={"details": details, "scale": scale.get("rows", [])})
     print(f"wrote {path}")
     return {"rows": rows, "details": details}
+
+
+def at_scale(args: argparse.Namespace, memsys_url: str, memsys_data: Path, mem0_url: str, mem0_database: str) -> dict:
+    """The scale points (``benchmarks/peers_scale.py``): ``args.scale`` synthetic memories loaded into both, then
+    ``args.scale_questions`` questions in the large scope and with the selective filter."""
+    from app.db.embedded import embedded_database_url
+    from app.providers.embeddings import create_embedder
+    from app.settings import Settings
+    from benchmarks import peers_scale
+
+    print(f"scale: {args.scale:,} memories into each", flush=True)
+    embed = create_embedder(Settings()).embed_sync
+    started = time.perf_counter()
+    corpus = peers_scale.build(args.scale, embed)
+    loads = {
+        "memsys": peers_scale.load_memsys(embedded_database_url(memsys_data, keep_running=True), corpus),
+        "mem0": peers_scale.load_mem0(mem0_database, corpus),
+    }
+    asked = peers_scale.questions(corpus, args.scale_questions, embed)
+    rows = peers_scale.measure(memsys_url, mem0_url, asked)
+    return {"size": args.scale, "questions": len(asked), "load": loads, "seconds": round(time.perf_counter() - started),
+            "rows": rows}  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -353,6 +383,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--scale", type=int, default=100_000, help="memories of the scale points (0: none)")
+    parser.add_argument("--scale-questions", type=int, default=200)
     return parser.parse_args(argv)
 
 

@@ -195,8 +195,9 @@ EMBEDDING_MODEL = "local:all-MiniLM-L6-v2"  # the vectors are built from its emb
 
 
 # Dropped before the load and built after it (same names and definitions as the migrations).
-def load(url: str, corpus: Corpus, now: datetime, batch: int = 50_000, log=print) -> dict[str, float]:
-    """COPY the corpus in (binary), indexes dropped during the load and rebuilt after; returns timings."""
+def load(url: str, corpus: Corpus, now: datetime, batch: int = 50_000, log=print, rows_of=rows) -> dict[str, float]:
+    """COPY the corpus in (binary), indexes dropped during the load and rebuilt after; returns timings. ``rows_of``:
+    ``rows`` or another maker of the same COPY rows from the same arguments (``benchmarks/peers_scale.py``'s)."""
     import psycopg
     from pgvector.psycopg import register_vector
 
@@ -225,7 +226,7 @@ def load(url: str, corpus: Corpus, now: datetime, batch: int = 50_000, log=print
             stop = min(corpus.size, start + batch)
             with conn.cursor().copy(f"COPY memories ({COPY_COLUMNS}) FROM STDIN WITH (FORMAT BINARY)") as copy:
                 copy.set_types(COPY_TYPES)
-                for row in rows(corpus, start, stop, memcell_id, now):
+                for row in rows_of(corpus, start, stop, memcell_id, now):
                     copy.write_row(row)
             log(f"  loaded {stop:,} memories ({time.perf_counter() - started:.0f} s)")
         timings["copy_s"] = round(time.perf_counter() - started, 1)

@@ -1,0 +1,229 @@
+"""The peers benchmark at scale: the same synthetic memories in memsys and in mem0, searched in one large scope that
+holds all of them and with a selective filter, by one client; and how many of each answer's 10 are the exact 10.
+
+The memories are ``benchmarks/scale_corpus.py``'s (realistic sentences about 3,000 subjects, vectors built from real
+MiniLM embeddings of them), written straight into each system's table with COPY, the indexes dropped for the load
+and built again after it as each system defines them (memsys: its migrations' HNSW and GIN indexes; mem0: its
+``create_col``'s HNSW index and full-text GIN index): embedding 100k texts through either API would take an hour.
+
+- memsys: event-log entries of the group ``everyone``, each with its user (``user<N>``, ~size / users memories each);
+  the large scope is ``group_id=everyone``, the selective filter adds ``user_id`` (``memory_scope=all``).
+- mem0: payloads as its ``add`` writes them (``data``, ``hash``, ``created_at``, ``text_lemmatized``), ``user_id``
+  ``everyone`` and the user as ``run_id``; the large scope is ``user_id=everyone``, the selective filter adds
+  ``run_id`` (mem0's own filter keys).
+
+Exact-top-10 agreement: of a system's 10 answers, the share among the 10 memories most similar to the query's vector
+under the same filter (numpy over every vector), for memsys's ``embedding`` mode (``rrf`` fuses BM25 in by design:
+its latency is shown, its agreement is not the point) and for mem0's search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import statistics
+import time
+import uuid
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+
+from benchmarks import scale_corpus
+from benchmarks.common import percentiles
+
+EVERYONE = "everyone"
+NOBODY = "user-none"
+"""The user of a corpus memory that has none (a group's own): never a selective query's."""
+USERS = 1000
+ANCHORS = 3000
+SEED = 42
+TOP_K = 10
+BATCH = 50_000
+"""scale_corpus.rows is deterministic per (seed, start): both systems and the exact search take the same batches."""
+
+
+@dataclass
+class Corpus:
+    corpus: scale_corpus.Corpus
+    users: list[str]
+    vectors: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return self.corpus.size
+
+
+def build(size: int, embed) -> Corpus:
+    corpus = scale_corpus.build(size, USERS, max(500, size // 500), ANCHORS, SEED, embed)
+    users, vectors = [], []
+    for row in _rows(corpus, None, scale_corpus.now_utc()):
+        users.append(row[1])
+        vectors.append(row[10])
+    return Corpus(corpus, users, np.asarray(vectors, dtype=np.float32))
+
+
+def _rows(corpus: scale_corpus.Corpus, memcell_id, now):
+    """scale_corpus's rows as memsys's COPY rows: every memory an event-log entry of ``everyone``, indexed ``s<i>``."""
+    index = 0
+    for start in range(0, corpus.size, BATCH):
+        for row in scale_corpus.rows(corpus, start, min(corpus.size, start + BATCH), memcell_id, now):
+            _, user_id, _, memcell, _, content, timestamp, _, _, tokens, vector, model = row
+            yield ("event_log", user_id or NOBODY, EVERYONE, memcell, [f"s{index}"], content, timestamp, None, None,
+                   tokens, vector, model)  # fmt: skip
+            index += 1
+
+
+def load_memsys(url: str, corpus: Corpus, log=print) -> dict[str, float]:
+    return scale_corpus.load(
+        url,
+        corpus.corpus,
+        scale_corpus.now_utc(),
+        batch=corpus.size,
+        log=log,
+        rows_of=lambda c, s, e, m, n: _rows(c, m, n),
+    )
+
+
+MEM0_INDEXES = {
+    "peers_mem0_hnsw_idx": "CREATE INDEX peers_mem0_hnsw_idx ON peers_mem0 USING hnsw (vector vector_cosine_ops)",
+    "peers_mem0_text_lemmatized_idx": "CREATE INDEX peers_mem0_text_lemmatized_idx ON peers_mem0 "
+    "USING gin (to_tsvector('simple', payload->>'text_lemmatized'))",
+}
+"""mem0's own index definitions (mem0.vector_stores.pgvector.PGVector.create_col, the table ``peers_mem0``)."""
+
+
+def load_mem0(url: str, corpus: Corpus, log=print) -> dict[str, float]:
+    """COPY the corpus into mem0's table as its ``add`` would have stored it; its indexes rebuilt after."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from psycopg.types.json import Jsonb
+
+    timings: dict[str, float] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        for name in MEM0_INDEXES:
+            conn.execute(f"DROP INDEX IF EXISTS {name}")
+        started = time.perf_counter()
+        with conn.cursor().copy("COPY peers_mem0 (id, vector, payload) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["uuid", "vector", "jsonb"])
+            for i, row in enumerate(_rows(corpus.corpus, None, scale_corpus.now_utc())):
+                content, timestamp, vector = row[5], row[6], row[10]
+                payload = {
+                    "data": content,
+                    "hash": hashlib.md5(content.encode()).hexdigest(),
+                    "created_at": timestamp.isoformat(),
+                    "text_lemmatized": content,
+                    "user_id": EVERYONE,
+                    "run_id": row[1],
+                    "scale_index": i,
+                }
+                copy.write_row((uuid.uuid4(), vector, Jsonb(payload)))
+        timings["copy_s"] = round(time.perf_counter() - started, 1)
+        for name, ddl in MEM0_INDEXES.items():
+            began = time.perf_counter()
+            conn.execute(ddl)
+            timings[f"{name}_s"] = round(time.perf_counter() - began, 1)
+        conn.execute("VACUUM ANALYZE peers_mem0")
+    log(f"  mem0: {corpus.size:,} memories loaded {timings}")
+    return timings
+
+
+@dataclass
+class Question:
+    text: str
+    user: str
+    exact: dict[str, set[int]]
+    """The exact top 10 (corpus indexes) by scope: ``large`` and ``selective``."""
+
+
+def questions(corpus: Corpus, count: int, embed) -> list[Question]:
+    rng = np.random.default_rng(SEED + 1)
+    picked = rng.choice(len(corpus.corpus.anchors), size=count, p=corpus.corpus.anchor_weights)
+    texts = [scale_corpus.question(corpus.corpus.anchors[i], rng) for i in picked]
+    vectors = np.asarray(embed(texts), dtype=np.float32)
+    users = np.asarray(corpus.users)
+    found = []
+    for text, vector in zip(texts, vectors, strict=True):
+        user = f"user{int(rng.integers(USERS))}"
+        similarity = corpus.vectors @ vector
+        mine = np.flatnonzero(users == user)
+        found.append(
+            Question(
+                text,
+                user,
+                {
+                    "large": set(np.argsort(-similarity)[:TOP_K].tolist()),
+                    "selective": set(mine[np.argsort(-similarity[mine])[:TOP_K]].tolist()),
+                },
+            )
+        )
+    return found
+
+
+def memsys_body(question: Question, scope: str, mode: str) -> dict:
+    body = {"query": question.text, "group_id": EVERYONE, "memory_scope": "group", "retrieval_mode": mode,
+            "data_source": "event_log", "top_k": TOP_K, "time_range_days": 36500}  # fmt: skip
+    if scope == "selective":
+        body.update(user_id=question.user, memory_scope="all")
+    return body
+
+
+def mem0_body(question: Question, scope: str) -> dict:
+    body = {"query": question.text, "user_id": EVERYONE, "limit": TOP_K, "threshold": 0}
+    if scope == "selective":
+        body["run_id"] = question.user
+    return body
+
+
+async def _ask(base_url: str, path: str, bodies: list[dict], indexes_of) -> tuple[list[float], list[set[int]]]:
+    """Each body in turn by one client (after five not counted): latencies and each answer's corpus indexes."""
+    latencies, answers = [], []
+    async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
+        for body in bodies[:5]:
+            (await client.post(path, json=body)).raise_for_status()
+        for body in bodies:
+            started = time.perf_counter()
+            response = await client.post(path, json=body)
+            latencies.append((time.perf_counter() - started) * 1000)
+            response.raise_for_status()
+            answers.append(indexes_of(response.json()))
+    return latencies, answers
+
+
+def _memsys_indexes(answer: dict) -> set[int]:
+    return {int(m["source_message_ids"][0][1:]) for m in answer["result"]["memories"]}
+
+
+def _mem0_indexes(answer: dict) -> set[int]:
+    return {r["metadata"]["scale_index"] for r in answer["results"] if "scale_index" in (r.get("metadata") or {})}
+
+
+def measure(memsys_url: str, mem0_url: str, asked: list[Question]) -> list[dict]:
+    """One row per (system, scope): p50 / p95 at one client, exact-top-10 agreement, mean answers returned."""
+    rows = []
+    for scope in ("large", "selective"):
+        runs = [
+            ("memsys rrf", memsys_url, "/api/v3/agentic/retrieve_lightweight", "rrf", _memsys_indexes),
+            ("memsys embedding", memsys_url, "/api/v3/agentic/retrieve_lightweight", "embedding", _memsys_indexes),
+            ("mem0", mem0_url, "/search", None, _mem0_indexes),
+        ]
+        for name, url, path, mode, indexes_of in runs:
+            bodies = [memsys_body(q, scope, mode) if mode else mem0_body(q, scope) for q in asked]
+            latencies, answers = asyncio.run(_ask(url, path, bodies, indexes_of))
+            agreement = [
+                len(found & q.exact[scope]) / len(q.exact[scope])
+                for found, q in zip(answers, asked, strict=True)
+                if q.exact[scope]
+            ]
+            rows.append(
+                {
+                    "system": name,
+                    "scope": scope,
+                    **{f"{key}_ms": value for key, value in percentiles(latencies).items() if key in ("p50", "p95")},
+                    "exact_top10_agreement": round(statistics.mean(agreement), 3) if mode != "rrf" else None,
+                    "mean_returned": round(statistics.mean(len(a) for a in answers), 1),
+                }
+            )
+    return rows
