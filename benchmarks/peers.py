@@ -17,9 +17,12 @@ What it measures, each system the same way:
 - **recall**: the fraction of a question's evidence turns among the top 10 (memsys ``rrf`` over ``event_log`` in
   the conversation's group; mem0 ``search`` with the conversation as ``user_id``, ``threshold`` 0);
 - **search**: every question by 1 client (latency p50 / p95) and by ``--clients`` clients (queries per second,
-  latency), in ``--rounds`` interleaved rounds (the system that goes first alternates), medians over rounds.
+  latency), in ``--rounds`` interleaved rounds (the system that goes first alternates), medians over rounds;
+- **at scale** (``--scale``, 100,000 by default; 0 leaves it out): that many synthetic memories written into both,
+  searched by one client in one large scope holding them all and with a selective filter (one user's ~100), with
+  each answer's agreement with the exact top 10 (``benchmarks/peers_scale.py``).
 
-    python -m benchmarks.peers                 # ~25 minutes on 2 cores (the first run adds ~3 for mem0's venv)
+    python -m benchmarks.peers                 # ~14 minutes on 2 cores (the first run adds ~3 for mem0's venv)
     python -m benchmarks.peers --conversations 2 --rounds 1    # a quick look
 """
 

@@ -6,7 +6,7 @@ vectors went out of line, and every exact scan of a small scope (a group's memor
 each vector through the TOAST index: a quarter of a search's time. With the target at a page's usable size
 (8160 bytes, the largest PostgreSQL accepts) a row is toasted only when it would not fit a page, and then its
 largest values first, as before. Measured on the LoCoMo dev split, one client, ``retrieve_lightweight`` rrf over
-event logs in a conversation's group: p50 32.6 → 25.3 ms end to end (docs/benchmarks.md).
+event logs in a conversation's group: p50 32.6 → 25.6 ms end to end (docs/benchmarks.md).
 
 Rows written after this migration are laid out so; rows written before keep their vectors out of line until the
 table is rewritten. This migration rewrites it (``VACUUM FULL``, which stores every row anew under the new target and
