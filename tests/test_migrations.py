@@ -17,6 +17,15 @@ def empty_database(server_url: str) -> str:
     return recreate_database(server_url, "memsys_migrations_test")
 
 
+def _memcell(conn: psycopg.Connection):
+    """A MemCell for the memories a test writes by hand: its id."""
+    return conn.execute(
+        "INSERT INTO memcells (stream_kind, stream_id, start_time, end_time, message_ids, participants, "
+        "boundary_reason, extraction_mode) VALUES ('group', 'g', now(), now(), '{}', '{}', 't', 'offline') "
+        "RETURNING id"
+    ).fetchone()[0]
+
+
 def _tables(url: str) -> set[str]:
     with psycopg.connect(url) as conn:
         rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
@@ -80,11 +89,7 @@ def test_full_text_matches_can_use_their_gin_index_under_row_level_security(empt
     migrate.upgrade(empty_database, 384)
     with psycopg.connect(empty_database) as conn:
         conn.execute("SET memsys.tenant_id = 'default'")
-        cell = conn.execute(
-            "INSERT INTO memcells (stream_kind, stream_id, start_time, end_time, message_ids, participants, "
-            "boundary_reason, extraction_mode) VALUES ('group', 'g', now(), now(), '{}', '{}', 't', 'offline') "
-            "RETURNING id"
-        ).fetchone()[0]
+        cell = _memcell(conn)
         conn.execute(
             "INSERT INTO memories (memory_type, memcell_id, source_message_ids, content, timestamp, search_tokens, "
             "embedding, embedding_model) SELECT 'episode', %s, '{}', 'note ' || i, now(), 'note word' || i, "
@@ -120,11 +125,7 @@ def test_vectors_stay_in_the_row_and_rows_written_before_are_rewritten(empty_dat
     migrate.upgrade(empty_database, 384, "0014")
 
     def write(conn: psycopg.Connection, count: int) -> None:
-        cell = conn.execute(
-            "INSERT INTO memcells (stream_kind, stream_id, start_time, end_time, message_ids, participants, "
-            "boundary_reason, extraction_mode) VALUES ('group', 'g', now(), now(), '{}', '{}', 't', 'offline') "
-            "RETURNING id"
-        ).fetchone()[0]
+        cell = _memcell(conn)
         conn.execute(
             "INSERT INTO memories (memory_type, memcell_id, source_message_ids, content, timestamp, search_tokens, "
             "embedding, embedding_model, embedding_xl) SELECT 'event_log', %s, '{}', 'note ' || i, now(), "
