@@ -255,7 +255,7 @@ async def _close(
     extraction = await _extract(runtime, conn, context, cell, llm, previous)
     try:
         vectors = await _embed(runtime.embedder, extraction.drafts)
-        # The cross-lingual vector from the same text (none when MEMSYS_CROSS_LINGUAL is off).
+        # The cross-lingual vector, of the memory's own text (none when MEMSYS_CROSS_LINGUAL is off).
         xl_vectors = (
             await _embed(runtime.xl_embedder, extraction.drafts, Draft.xl_text)
             if runtime.xl_embedder is not None
