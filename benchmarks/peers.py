@@ -22,7 +22,7 @@ What it measures, each system the same way:
   searched by one client in one large scope holding them all and with a selective filter (one user's ~100), with
   each answer's agreement with the exact top 10 (``benchmarks/peers_scale.py``).
 
-    python -m benchmarks.peers                 # ~14 minutes on 2 cores (the first run adds ~3 for mem0's venv)
+    python -m benchmarks.peers                 # ~17 minutes on 2 cores (the first run adds ~3 for mem0's venv)
     python -m benchmarks.peers --conversations 2 --rounds 1    # a quick look
 """
 
