@@ -223,15 +223,18 @@ bm25_corpus AS MATERIALIZED (
 bm25_query_terms AS MATERIALIZED (
     SELECT tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))) AS terms
 ),
--- Within the filter, every query term's df in one pass over its memories: each tsvector cut down to the query's
--- terms (setweight + ts_filter, as in bm25_postings) and counted per term.
-bm25_scope_df AS MATERIALIZED (
-    SELECT (x.posting).lexeme AS term, count(*) AS df
-    FROM (SELECT unnest(ts_filter(setweight(s.tsv, 'A', q.terms), '{a}')) AS posting
+-- Within the filter, every scoped memory's postings of the query's terms, in one pass: each tsvector cut down to the
+-- query's terms (setweight + ts_filter) and unnested (in the select list: no tuplestore per row). They give the
+-- terms' df here and, every scoped memory with a query term being a candidate, its BM25 in bm25_postings.
+bm25_scope_postings AS MATERIALIZED (
+    SELECT x.id, x.doc_len, (x.posting).lexeme AS term, cardinality((x.posting).positions) AS tf
+    FROM (SELECT s.id, s.doc_len, unnest(ts_filter(setweight(s.tsv, 'A', q.terms), '{a}')) AS posting
           FROM bm25_scope s
           CROSS JOIN bm25_query_terms q
           WHERE (SELECT exact FROM bm25_corpus)) x
-    GROUP BY 1
+),
+bm25_scope_df AS MATERIALIZED (
+    SELECT term, count(*) AS df FROM bm25_scope_postings GROUP BY term
 ),
 bm25_df AS MATERIALIZED (
     SELECT q.term, c.doc_count,
@@ -269,10 +272,6 @@ bm25_query AS MATERIALIZED (
 -- The time bounds are written "IS TRUE" here so that they filter the rows the GIN index finds rather than
 -- make the planner AND in a bitmap of the whole time window from the btree index.
 bm25_candidates AS MATERIALIZED (
-    SELECT s.id, s.doc_len, s.tsv
-    FROM bm25_scope s
-    WHERE (SELECT exact FROM bm25_corpus) AND s.tsv @@ (SELECT rare_terms FROM bm25_query)
-    UNION ALL
     (SELECT * FROM (
         (SELECT m.id, m.doc_len, m.tsv
          FROM memories m
@@ -310,19 +309,21 @@ bm25_candidates AS MATERIALIZED (
     FROM pending_messages p
     WHERE NOT (SELECT exact FROM bm25_corpus) AND p.tsv @@ (SELECT rare_terms FROM bm25_query)
 ),
--- tf is the number of positions of the term in the memory's tsvector; setweight + ts_filter cut the
--- tsvector down to the query's terms before it is unnested (in the select list: no tuplestore per row).
+-- tf is the number of positions of the term in the memory's tsvector. Exact: the scope's postings (every scoped
+-- memory with a query term); otherwise the candidates', each tsvector cut down to the query's terms as there.
 bm25_postings AS (
-    SELECT c.id, c.doc_len, unnest(ts_filter(setweight(c.tsv, 'A', q.terms), '{a}')) AS posting
-    FROM bm25_candidates c
-    CROSS JOIN bm25_query q
+    SELECT id, doc_len, term, tf FROM bm25_scope_postings
+    UNION ALL
+    SELECT x.id, x.doc_len, (x.posting).lexeme, cardinality((x.posting).positions)
+    FROM (SELECT c.id, c.doc_len, unnest(ts_filter(setweight(c.tsv, 'A', q.terms), '{a}')) AS posting
+          FROM bm25_candidates c
+          CROSS JOIN bm25_query q) x
 ),
 bm25_scored AS (
     SELECT p.id,
-           sum(t.idf * (cardinality((p.posting).positions) * (:k1 + 1))
-               / (cardinality((p.posting).positions) + :k1 * (1 - :b + :b * p.doc_len / q.avgdl))) AS bm25
+           sum(t.idf * (p.tf * (:k1 + 1)) / (p.tf + :k1 * (1 - :b + :b * p.doc_len / q.avgdl))) AS bm25
     FROM bm25_postings p
-    JOIN bm25_terms t ON t.term = (p.posting).lexeme
+    JOIN bm25_terms t ON t.term = p.term
     CROSS JOIN bm25_query q
     GROUP BY p.id
 ),
