@@ -131,3 +131,31 @@ def window(**kwargs: Any):
 
     kwargs.setdefault("memory_type", "episode")
     return SearchFilters(time_from=NOW - timedelta(days=365), time_to=NOW + timedelta(days=1), **kwargs)
+
+
+def explain_analyze(settings, database_url: str, *, query: str, filters, mode: str = "bm25", top_k: int = 10) -> str:
+    """EXPLAIN ANALYZE of ``hybrid_search`` as the service runs it (the BM25 leg: no query vector), its plan's text."""
+    from sqlalchemy import text
+
+    from app.db.named_sql import query as named_query
+    from app.providers.embeddings import embedder_name
+    from app.retrieval import repository, service
+    from app.text.tokenize import search_tokens
+
+    tuning = service.tuning_for(settings, mode, top_k, query)
+    parameters = repository.search_parameters(
+        tenant="default", mode=mode, query_vector=None, embedding_model=embedder_name(settings),
+        query_tokens=search_tokens(query), filters=filters, top_k=top_k, radius=None, tuning=tuning,
+    )  # fmt: skip
+
+    async def run() -> str:
+        engine = tenant_engine(database_url)
+        try:
+            async with engine.begin() as conn:
+                await repository.configure_search(conn, tuning)
+                statement = text("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + named_query("hybrid_search"))
+                return "\n".join(row[0] for row in await conn.execute(statement, parameters))
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())

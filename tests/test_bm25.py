@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from app.text.tokenize import tokenize
-from tests.retrieval_support import memory, retrieve, search, window, write
+from tests.retrieval_support import explain_analyze, memory, retrieve, search, window, write
 
 CORPUS = [
     "The quarterly budget review is scheduled for Friday; the budget must be approved.",
@@ -161,6 +161,23 @@ def test_a_group_filter_scores_with_the_groups_own_statistics(settings, database
         found = search(tight, database_url, query=query, filters=window(group_id="g1"), top_k=100, mode="bm25")
         got = {two_groups.index(m["id"]): m["bm25"] for m in found.memories}
         assert got == pytest.approx(expected_bm25(query, CORPUS), abs=1e-6), query
+
+
+def test_whether_a_scope_is_exact_is_counted_before_any_of_its_rows_is_read(settings, database_url, two_groups):
+    """The scope's size comes from a btree index: above the exact bound none of its memories' rows is read for BM25
+    (a row with its vectors fills most of a page); within it, they are (their tsvectors are scored)."""
+
+    def scope_rows_read(bound: int) -> bool:
+        plan = explain_analyze(
+            settings.model_copy(update={"bm25_exact_max": bound}), database_url, query="budget review",
+            filters=window(group_id="g1"),
+        )  # fmt: skip
+        scope = plan[plan.index("CTE bm25_scope\n") : plan.index("CTE bm25_corpus")]
+        scan = next(line for line in scope.splitlines() if " on memories " in line)
+        return "never executed" not in scan
+
+    assert not scope_rows_read(len(CORPUS) - 1)
+    assert scope_rows_read(len(CORPUS))
 
 
 def test_above_the_exact_bound_a_group_is_scored_with_the_tenants_statistics(settings, database_url, two_groups):
