@@ -117,41 +117,56 @@ MEM0_INDEXES = {
 """mem0's own index definitions (mem0.vector_stores.pgvector.PGVector.create_col, the table ``peers_mem0``)."""
 
 
-def load_mem0(url: str, corpus: Corpus, log=print) -> dict[str, float]:
-    """COPY the corpus into mem0's table as its ``add`` would have stored it; its indexes rebuilt after."""
+def _copy_into_peer(url: str, name: str, indexes: dict[str, str], copies, tables: tuple[str, ...], log) -> dict:
+    """Drop a peer's ``indexes``, run each of ``copies`` (a COPY statement, its column types, its rows), build the
+    indexes again and VACUUM ANALYZE ``tables``; the timings."""
     import psycopg
     from pgvector.psycopg import register_vector
-    from psycopg.types.json import Jsonb
 
     timings: dict[str, float] = {}
     with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
         conn.execute("SET maintenance_work_mem = '1GB'")
-        for name in MEM0_INDEXES:
-            conn.execute(f"DROP INDEX IF EXISTS {name}")
+        for index in indexes:
+            conn.execute(f"DROP INDEX IF EXISTS {index}")
         started = time.perf_counter()
-        with conn.cursor().copy("COPY peers_mem0 (id, vector, payload) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["uuid", "vector", "jsonb"])
-            for i, row in enumerate(_rows(corpus.corpus, None, scale_corpus.now_utc())):
-                content, timestamp, vector = row[5], row[6], row[10]
-                payload = {
-                    "data": content,
-                    "hash": hashlib.md5(content.encode()).hexdigest(),
-                    "created_at": timestamp.isoformat(),
-                    "text_lemmatized": content,
-                    "user_id": EVERYONE,
-                    "run_id": row[1],
-                    "scale_index": i,
-                }
-                copy.write_row((uuid.uuid4(), vector, Jsonb(payload)))
+        for statement, types, rows in copies:
+            with conn.cursor().copy(statement) as copy:
+                copy.set_types(types)
+                for row in rows:
+                    copy.write_row(row)
         timings["copy_s"] = round(time.perf_counter() - started, 1)
-        for name, ddl in MEM0_INDEXES.items():
+        for index, ddl in indexes.items():
             began = time.perf_counter()
             conn.execute(ddl)
-            timings[f"{name}_s"] = round(time.perf_counter() - began, 1)
-        conn.execute("VACUUM ANALYZE peers_mem0")
-    log(f"  mem0: {corpus.size:,} memories loaded {timings}")
+            timings[f"{index}_s"] = round(time.perf_counter() - began, 1)
+        for table in tables:
+            conn.execute(f"VACUUM ANALYZE {table}")
+    log(f"  {name}: loaded {timings}")
     return timings
+
+
+def load_mem0(url: str, corpus: Corpus, log=print) -> dict[str, float]:
+    """COPY the corpus into mem0's table as its ``add`` would have stored it; its indexes rebuilt after."""
+    from psycopg.types.json import Jsonb
+
+    def rows():
+        for i, row in enumerate(_rows(corpus.corpus, None, scale_corpus.now_utc())):
+            content, timestamp, vector = row[5], row[6], row[10]
+            payload = {
+                "data": content,
+                "hash": hashlib.md5(content.encode()).hexdigest(),
+                "created_at": timestamp.isoformat(),
+                "text_lemmatized": content,
+                "user_id": EVERYONE,
+                "run_id": row[1],
+                "scale_index": i,
+            }
+            yield uuid.uuid4(), vector, Jsonb(payload)
+
+    statement = "COPY peers_mem0 (id, vector, payload) FROM STDIN WITH (FORMAT BINARY)"
+    copy = (statement, ["uuid", "vector", "jsonb"], rows())
+    return _copy_into_peer(url, "mem0", MEM0_INDEXES, [copy], ("peers_mem0",), log)
 
 
 LANGGRAPH_INDEXES = {
@@ -166,37 +181,24 @@ def load_langgraph(url: str, corpus: Corpus, log=print) -> dict[str, float]:
     """COPY the corpus into LangGraph's ``store`` and ``store_vectors`` as its ``put`` would have stored them (the
     namespace ``("memories", everyone, user)``, as benchmarks/peers_langgraph.py puts a message with a run_id); its
     HNSW index rebuilt after."""
-    import psycopg
-    from pgvector.psycopg import register_vector
     from psycopg.types.json import Jsonb
 
     now = scale_corpus.now_utc()
-    timings: dict[str, float] = {}
-    with psycopg.connect(url, autocommit=True) as conn:
-        register_vector(conn)
-        conn.execute("SET maintenance_work_mem = '1GB'")
-        for name in LANGGRAPH_INDEXES:
-            conn.execute(f"DROP INDEX IF EXISTS {name}")
-        started = time.perf_counter()
-        with conn.cursor().copy("COPY store (prefix, key, value) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["text", "text", "jsonb"])
-            for i, row in enumerate(_rows(corpus.corpus, None, now)):
-                value = {"text": row[5], "metadata": {"scale_index": i}}
-                copy.write_row((f"memories.{EVERYONE}.{row[1]}", f"m{i}", Jsonb(value)))
-        copy_vectors = "COPY store_vectors (prefix, key, field_name, embedding) FROM STDIN WITH (FORMAT BINARY)"
-        with conn.cursor().copy(copy_vectors) as copy:
-            copy.set_types(["text", "text", "text", "vector"])
-            for i, row in enumerate(_rows(corpus.corpus, None, now)):
-                copy.write_row((f"memories.{EVERYONE}.{row[1]}", f"m{i}", "text", row[10]))
-        timings["copy_s"] = round(time.perf_counter() - started, 1)
-        for name, ddl in LANGGRAPH_INDEXES.items():
-            began = time.perf_counter()
-            conn.execute(ddl)
-            timings[f"{name}_s"] = round(time.perf_counter() - began, 1)
-        conn.execute("VACUUM ANALYZE store")
-        conn.execute("VACUUM ANALYZE store_vectors")
-    log(f"  langgraph: {corpus.size:,} memories loaded {timings}")
-    return timings
+
+    def items():
+        for i, row in enumerate(_rows(corpus.corpus, None, now)):
+            yield f"memories.{EVERYONE}.{row[1]}", f"m{i}", Jsonb({"text": row[5], "metadata": {"scale_index": i}})
+
+    def vectors():
+        for i, row in enumerate(_rows(corpus.corpus, None, now)):
+            yield f"memories.{EVERYONE}.{row[1]}", f"m{i}", "text", row[10]
+
+    copies = [
+        ("COPY store (prefix, key, value) FROM STDIN WITH (FORMAT BINARY)", ["text", "text", "jsonb"], items()),
+        ("COPY store_vectors (prefix, key, field_name, embedding) FROM STDIN WITH (FORMAT BINARY)",
+         ["text", "text", "text", "vector"], vectors()),
+    ]  # fmt: skip
+    return _copy_into_peer(url, "langgraph", LANGGRAPH_INDEXES, copies, ("store", "store_vectors"), log)
 
 
 @dataclass
