@@ -133,19 +133,32 @@ def window(**kwargs: Any):
     return SearchFilters(time_from=NOW - timedelta(days=365), time_to=NOW + timedelta(days=1), **kwargs)
 
 
-def explain_analyze(settings, database_url: str, *, query: str, filters, mode: str = "bm25", top_k: int = 10) -> str:
-    """EXPLAIN ANALYZE of ``hybrid_search`` as the service runs it (the BM25 leg: no query vector), its plan's text."""
+def explain_analyze(
+    settings,
+    database_url: str,
+    *,
+    query: str,
+    filters,
+    mode: str = "bm25",
+    top_k: int = 10,
+    query_vector: list[float] | None = None,
+    xl_vector: list[float] | None = None,
+) -> str:
+    """EXPLAIN ANALYZE of ``hybrid_search`` as the service runs it, its plan's text: the query's vectors as given
+    (none: the BM25 leg alone), its language detected as the service detects it."""
     from sqlalchemy import text
 
     from app.db.named_sql import query as named_query
+    from app.formation.language import detect_language
     from app.providers.embeddings import embedder_name
     from app.retrieval import repository, service
     from app.text.tokenize import search_tokens
 
     tuning = service.tuning_for(settings, mode, top_k, query)
     parameters = repository.search_parameters(
-        tenant="default", mode=mode, query_vector=None, embedding_model=embedder_name(settings),
+        tenant="default", mode=mode, query_vector=query_vector, embedding_model=embedder_name(settings),
         query_tokens=search_tokens(query), filters=filters, top_k=top_k, radius=None, tuning=tuning,
+        xl_vector=xl_vector, query_language=detect_language([query]),
     )  # fmt: skip
 
     async def run() -> str:

@@ -5,23 +5,18 @@ migration 0014), memorized and formed as a user would; and with the multilingual
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from litestar.testing import TestClient
 
 from app.db import migrate
-from app.db.embedded import libpq_url
-from app.db.named_sql import query
 from app.http.app import create_app
-from app.retrieval.psql import script
 from app.retrieval.schemas import RetrieveLightweightRequest
+from app.retrieval.service import filters_for
 from app.settings import Settings
 from benchmarks.embedders import MEMORIES, PAIRS
 from tests.conftest import recreate_database
 from tests.formation_helpers import START, message, rows
-from tests.retrieval_support import URL, memory, write
-from tests.test_retrieval_psql import PSQL
+from tests.retrieval_support import URL, explain_analyze, memory, write
 
 
 @pytest.fixture(scope="module")
@@ -102,18 +97,18 @@ def test_in_rrf_the_memory_in_the_other_language_is_in_the_first_two(memorized_i
 
 def _cross_lingual_scan_ran(url: str, settings: Settings, client: TestClient, question: str, group_id: str) -> bool:
     """Whether retrieve_lightweight's statement for ``question`` in ``group_id`` (embedding mode) ran its cross-lingual
-    vector scan: EXPLAIN ANALYZE of the printed psql script, the node ordering by ``embedding_xl <=>`` (an HNSW scan
-    or a sort of an exact one)."""
+    vector scan: in its EXPLAIN ANALYZE, the node ordering by ``embedding_xl <=>`` (an HNSW scan or a sort of an
+    exact one)."""
     runtime = client.app.state.runtime
     request = RetrieveLightweightRequest(
         query=question, group_id=group_id, data_source="event_log", retrieval_mode="embedding"
     )
     vector, xl_vector = runtime.embedder.embed_sync([question])[0], runtime.xl_embedder.embed_sync([question])[0]
-    sql = script(request, settings, vector, xl_vector=xl_vector)
-    statement = query("hybrid_search")
-    explained = sql.replace(statement, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + statement)
-    command = [str(PSQL), libpq_url(url), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"]
-    lines = subprocess.run(command, input=explained, capture_output=True, text=True, check=True).stdout.splitlines()
+    plan = explain_analyze(
+        settings, url, query=question, filters=filters_for(request), mode="embedding", query_vector=vector,
+        xl_vector=xl_vector,
+    )  # fmt: skip
+    lines = plan.splitlines()
     ordering = [
         i
         for i, line in enumerate(lines)
@@ -124,7 +119,6 @@ def _cross_lingual_scan_ran(url: str, settings: Settings, client: TestClient, qu
     return "never executed" not in node
 
 
-@pytest.mark.skipif(PSQL is None, reason="no psql binary")
 def test_the_cross_lingual_scan_runs_only_where_the_scope_holds_another_language(memorized_in_two_languages, settings):
     """The cross-lingual vector ranks only memories in another language than the question's (migration 0016): in an
     English-only group an English question skips its scan; a Chinese question there, or any question in the group
@@ -134,7 +128,6 @@ def test_the_cross_lingual_scan_runs_only_where_the_scope_holds_another_language
         body = message(100 + i, text, sender="user_002", sender_name="Li Lei", group_id="office", at=START + i * HOURS)
         assert client.post("/api/v3/agentic/memorize", json=body).status_code == 200
     assert client.post("/api/v3/agentic/flush", json={"group_id": "office"}).status_code == 200
-    settings = settings.model_copy(update={"database_url": url})
     assert not _cross_lingual_scan_ran(url, settings, client, "When is the budget review?", "office")
     assert _cross_lingual_scan_ran(url, settings, client, "预算评审是什么时候？", "office")
     assert _cross_lingual_scan_ran(url, settings, client, "When is the budget review?", "travel")
