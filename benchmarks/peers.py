@@ -76,6 +76,8 @@ class Peer:
     python of a virtual environment of its own, on an embedded PostgreSQL of its own."""
 
     name: str
+    setup: str
+    """How it is run and asked (the saved JSON's config)."""
     extra_args: tuple[str, ...] = ()
 
     @property
@@ -88,8 +90,17 @@ class Peer:
 
 
 PEERS = {
-    "mem0": Peer("mem0", ("--collection", "peers_mem0")),  # mem0ai, infer=False
-    "langgraph": Peer("langgraph"),  # LangGraph's PostgresStore with its semantic index
+    "mem0": Peer(
+        "mem0",
+        "mem0ai via benchmarks/peers_mem0.py, infer=False, pgvector (HNSW), huggingface all-MiniLM-L6-v2, threshold 0",
+        ("--collection", "peers_mem0"),
+    ),
+    "langgraph": Peer(
+        "langgraph",
+        "LangGraph PostgresStore via benchmarks/peers_langgraph.py, semantic index on the text (pgvector HNSW, "
+        "cosine), sentence-transformers all-MiniLM-L6-v2; a conversation's turns in the namespace ('memories', "
+        "conversation)",
+    ),
 }
 
 
@@ -359,7 +370,7 @@ def run(args: argparse.Namespace) -> dict:
         "rounds": args.rounds,
         "top_k": TOP_K,
         "memsys": "memsys serve, defaults, own embedded PostgreSQL; rrf over event_log in the conversation's group",
-        **{name: f"{PEER_SETUP[name]}; {', '.join(requirements(PEERS[name]))}" for name in args.peers},
+        **{name: f"{PEERS[name].setup}; {', '.join(requirements(PEERS[name]))}" for name in args.peers},
         "ratios": "memsys / peer: above 1 is memsys higher (better for rates and recall, worse for latency)",
     }
     if scale:
@@ -370,15 +381,6 @@ def run(args: argparse.Namespace) -> dict:
     path = save("peers", config, rows, args.out, extra={"details": details, "scale": scale.get("rows", [])})
     print(f"wrote {path}")
     return {"rows": rows, "details": details}
-
-
-PEER_SETUP = {
-    "mem0": "mem0ai via benchmarks/peers_mem0.py, infer=False, pgvector (HNSW), huggingface all-MiniLM-L6-v2, "
-    "threshold 0",
-    "langgraph": "LangGraph PostgresStore via benchmarks/peers_langgraph.py, semantic index on the text (pgvector "
-    "HNSW, cosine), sentence-transformers all-MiniLM-L6-v2; a conversation's turns in the namespace "
-    "('memories', conversation)",
-}
 
 
 def at_scale(
