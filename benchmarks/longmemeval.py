@@ -280,10 +280,12 @@ async def ask_memsys(
                 )
         jobs.append(
             (
-                Variant("memsys", "rrf+time_aware", "event_log"),
+                # time_aware is on by default (since 2026-11-27): runs before then named this "rrf+time_aware" and
+                # asked the modes above without it.
+                Variant("memsys", "rrf-time_aware", "event_log"),
                 position,
                 "retrieve_lightweight",
-                {**base, "retrieval_mode": "rrf", "data_source": "event_log", "time_aware": True},
+                {**base, "retrieval_mode": "rrf", "data_source": "event_log", "time_aware": False},
             )
         )
         if llm:

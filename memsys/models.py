@@ -100,7 +100,7 @@ class RetrieveLightweightRequest(ScopedSearchRequest):
     data_source: DataSource = "episode"
     radius: float | None = None
     participant_copies: bool = False
-    time_aware: bool = False
+    time_aware: bool = True
 
 
 class RetrievedMemory(Result):

@@ -1,4 +1,5 @@
-"""retrieve_lightweight with time_aware: the window a query names boosts, or filters when asked plainly."""
+"""retrieve_lightweight with time_aware (on by default): the window a query names boosts, or filters when asked
+plainly."""
 
 from __future__ import annotations
 
@@ -30,15 +31,28 @@ def ask(client, query, **body):
     return retrieve(client, query=query, group_id="g1", current_time="2025-01-15", **body)
 
 
-def test_off_by_default(client, dated):
+def test_on_by_default_and_off_when_asked(client, dated):
     result = ask(client, "What did Alice cook last week?", time_range_days=365)
-    assert result["metadata"]["time_window"] is None
-    assert all(m["weight"] is None for m in result["memories"])
-    assert len(result["memories"]) == 2  # the 2023 memory is outside the default 365 days
+    assert result["metadata"]["time_window"]["expression"] == "last week"
+    assert result["memories"][0]["content"] == "Alice cooked pasta for the family"
+    off = ask(client, "What did Alice cook last week?", time_range_days=365, time_aware=False)
+    assert off["metadata"]["time_window"] is None
+    assert all(m["weight"] is None for m in off["memories"])
+    assert len(off["memories"]) == 2  # the 2023 memory is outside the 365 days
+
+
+def test_a_query_naming_no_time_is_ranked_as_without_it(client, dated):
+    query = "What did Alice cook for the team?"
+    aware, off = ask(client, query), ask(client, query, time_aware=False)
+    assert aware["metadata"]["time_window"] is None
+    assert [(m["id"], m["score"], m["weight"]) for m in aware["memories"]] == [
+        (m["id"], m["score"], m["weight"]) for m in off["memories"]
+    ]
+    assert aware["memories"][0]["content"] == "Alice cooked a curry for the team dinner"
 
 
 def test_boost_puts_the_window_first(client, dated):
-    plain = ask(client, "What did Alice cook last week for the team?")
+    plain = ask(client, "What did Alice cook last week for the team?", time_aware=False)
     assert plain["memories"][0]["content"] == "Alice cooked a curry for the team dinner"
     aware = ask(client, "What did Alice cook last week for the team?", time_aware=True)
     window = aware["metadata"]["time_window"]

@@ -68,9 +68,9 @@ class RetrieveLightweightRequest(ScopedSearchRequest):
         "a group episode comes once, as the group's copy)",
     )
     time_aware: bool = Field(
-        default=False,
+        default=True,
         description="Find a time expression in the query ('last week', '去年五月') and boost memories in that window "
-        "(or filter to it when the query says so plainly, 'only last week')",
+        "(or filter to it when the query says so plainly, 'only last week'); a query naming no time is unchanged",
     )
 
 

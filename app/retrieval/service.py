@@ -29,7 +29,7 @@ from app.retrieval.schemas import (
     RetrieveLightweightResult,
     ScopedSearchRequest,
 )
-from app.retrieval.time_aware import fit_filters, reference_day, rule_window, time_factor
+from app.retrieval.time_aware import fit_filters, query_window, time_factor
 from app.runtime import Runtime
 from app.settings import Settings
 from app.text.cpu import run_off_loop
@@ -251,8 +251,7 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         found = SearchResult(memories=await profile(runtime, request.user_id or "", request.group_id))
     else:
         if request.time_aware:
-            today, zone = await reference_day(runtime, request.group_id, request.current_time)
-            window = await rule_window(request.query or "", today, zone)
+            window = await query_window(runtime, request.query or "", request.group_id, request.current_time)
         filters = fit_filters(filters_for(request), window, "time_range_days" in request.model_fields_set)
         boosting = window is not None and not window.plain_filter
         found = await search(

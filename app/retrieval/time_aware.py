@@ -1,7 +1,7 @@
 """Time-aware retrieval (seed 004): the window of days a query names, fitted into the SQL's time bounds,
 and the boost of memories inside it.
 
-Shared by lightweight retrieval (request flag ``time_aware``, default off) and agentic retrieval (on).
+Shared by lightweight retrieval and agentic retrieval (request flag ``time_aware``, on by default in both).
 """
 
 from __future__ import annotations
@@ -31,6 +31,17 @@ async def rule_window(query: str, today: date, zone: tzinfo) -> TimeWindow | Non
     """The window the rules find in the query, in ``zone``'s days (CPU work on a client's text: off the loop)."""
     window = await run_off_loop(find_time_window, query, today)
     return dataclasses.replace(window, zone=zone) if window else None
+
+
+async def query_window(
+    runtime: Runtime, query: str, group_id: str | None, current_time: date | None
+) -> TimeWindow | None:
+    """The window the query names, in its conversation's days; None, without reading the conversation's zone,
+    when the rules find no time expression (whether one is found does not depend on the day it counts from)."""
+    if await run_off_loop(find_time_window, query, current_time or datetime.now(UTC).date()) is None:
+        return None
+    today, zone = await reference_day(runtime, group_id, current_time)
+    return await rule_window(query, today, zone)
 
 
 def fit_filters(filters: SearchFilters, window: TimeWindow | None, explicit_range: bool) -> SearchFilters:

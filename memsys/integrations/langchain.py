@@ -69,7 +69,7 @@ class MemsysRetriever(BaseRetriever):
     data_source: DataSource = "episode"
     memory_scope: MemoryScope = "all"
     radius: float | None = None
-    time_aware: bool = False
+    time_aware: bool = True
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

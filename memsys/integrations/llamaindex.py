@@ -87,7 +87,7 @@ class MemsysRetriever(BaseRetriever):
         data_source: DataSource = "episode",
         memory_scope: MemoryScope = "all",
         radius: float | None = None,
-        time_aware: bool = False,
+        time_aware: bool = True,
         search_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
