@@ -152,17 +152,21 @@ class Settings(BaseSettings):
     embedding_api_key: str | None = None
     embedding_batch_size: int = 64
     embedding_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx"
-    """How the local model runs: ONNX Runtime (the same vectors as torch, a query about twice as fast; the model is
+    """How the local model embeds queries: ONNX Runtime (the same vectors as torch, a query about twice as fast; the model is
     exported once into ~/.cache/memsys/onnx), ONNX Runtime with int8 weights (``onnx-int8``: 2.3x faster again,
     vectors within ~0.01 cosine of the full model's, so they share its name and its stored vectors; LoCoMo rrf
     over event logs 0.765 / 0.897 @512 / @2048 against 0.766 / 0.905, measured in padded batches before one text
     per run), or torch. A model other than a transformer
     with mean pooling always runs on torch."""
+    embedding_memory_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx-int8"
+    """How the local model embeds memories as formation writes them (and ``memsys reembed``). int8 by default: a
+    memory's vector is most of formation's CPU, int8 weights cost 2.1x less per text, and queries (from
+    ``embedding_runtime``) find them as well: LoCoMo rrf over event logs 0.789 / 0.905 @512 / @2048 either way
+    (docs/benchmarks.md). Set it to ``embedding_runtime``'s value for the full model's vectors."""
     embedding_draft_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx-int8"
     """How the local model embeds a pending message's draft vector (read your writes: searched until formation
-    replaces it with its memories'). int8 by default: 2.3x less CPU per text, so a message is searchable sooner,
-    while every memory's vector and every query's come from ``embedding_runtime``. Set it to
-    ``embedding_runtime``'s value to embed everything one way."""
+    replaces it with its memories'). int8 by default: 2.3x less CPU per text, so a message is searchable sooner.
+    Set the three runtimes to one value to embed everything one way."""
     embedding_threads: int = 1
     """Threads of the local model; 1 leaves the other cores to the HTTP worker and PostgreSQL (more
     throughput under concurrent load, no spinning threads); 0 = the runtime's default (every core)."""

@@ -60,12 +60,20 @@ def test_int8_weights_give_vectors_close_to_the_full_models_from_a_file_made_onc
 
 
 @pytest.mark.parametrize("worker_process", [False, True])
-def test_drafts_come_from_the_draft_runtime_and_memories_and_queries_from_the_full_model(worker_process: bool) -> None:
-    """``MEMSYS_EMBEDDING_DRAFT_RUNTIME``: a pending message's draft vector comes from the int8 model; a memory's
-    and a query's from the full one (a query is compared with memories' vectors), with the worker process and
-    without it; each text's vector is the one it gets alone, whatever its batch."""
+@pytest.mark.parametrize("memory_runtime", ["onnx", "onnx-int8"])
+def test_each_role_has_its_runtime(worker_process: bool, memory_runtime: str) -> None:
+    """``MEMSYS_EMBEDDING_RUNTIME`` for queries, ``…_MEMORY_RUNTIME`` for memories, ``…_DRAFT_RUNTIME`` for a pending
+    message's draft vector, with the worker process and without it; each text's vector is the one it gets alone,
+    whatever its batch."""
     embedder = LocalEmbedder(
-        "all-MiniLM-L6-v2", 384, 64, threads=1, worker_process=worker_process, runtime="onnx", draft_runtime="onnx-int8"
+        "all-MiniLM-L6-v2",
+        384,
+        64,
+        threads=1,
+        worker_process=worker_process,
+        runtime="onnx",
+        draft_runtime="onnx-int8",
+        memory_runtime=memory_runtime,
     )
     folder = _bundled_model_path()
     full, int8 = onnx_model.load(folder, 1), onnx_model.load(folder, 1, int8=True)
@@ -79,9 +87,12 @@ def test_drafts_come_from_the_draft_runtime_and_memories_and_queries_from_the_fu
         return np.array(kept), np.array(drafts), np.array([q[0] for q in queries])
 
     kept, drafts, queries = asyncio.run(main())
-    assert np.abs(kept - alone_full).max() < 1e-5 and np.abs(queries - alone_full).max() < 1e-5
+    assert np.abs(queries - alone_full).max() < 1e-5
     assert np.abs(drafts - alone_int8).max() < 1e-5
     assert np.abs(drafts - alone_full).max() > 1e-3  # not the full model's
+    assert np.abs(kept - (alone_int8 if memory_runtime == "onnx-int8" else alone_full)).max() < 1e-5
+    assert np.abs(np.array(embedder.embed_sync(TEXTS)) - kept).max() < 1e-5
+    assert np.abs(np.array(embedder.embed_sync(TEXTS, query=True)) - queries).max() < 1e-5
 
 
 def test_the_export_is_made_once_and_again_when_the_model_changes(cache: Path, tmp_path: Path) -> None:

@@ -44,9 +44,9 @@ class Embedder(Protocol):
     async def embed(self, texts: list[str], *, query: bool = False, draft: bool = False) -> list[list[float]]:
         """One vector per text, in order, computed in batches. ``query``: a request is waiting for these (a
         search's query); an embedder that can must not queue them behind bulk work (formation, intake).
-        ``draft``: a pending message's vector, searched until formation replaces it with its memories'; it may
-        come from a faster, slightly less exact runtime of the same model (``MEMSYS_EMBEDDING_DRAFT_RUNTIME``);
-        a memory's vector and a query's never do."""
+        ``draft``: a pending message's vector, searched until formation replaces it with its memories'. A query's,
+        a memory's and a draft's vector may each come from another runtime of the same model
+        (``MEMSYS_EMBEDDING_RUNTIME``, ``…_MEMORY_RUNTIME``, ``…_DRAFT_RUNTIME``: ``role``)."""
         ...
 
     def start_loading(self) -> None:
@@ -113,6 +113,7 @@ class LocalEmbedder:
         timeout_s: float = 30.0,
         runtime: str = "onnx",
         draft_runtime: str | None = None,
+        memory_runtime: str | None = None,
     ) -> None:
         path = _bundled_model_path() if model == BUNDLED_MODEL else Path(model)
         if not Path(path).exists():
@@ -122,15 +123,15 @@ class LocalEmbedder:
             raise ConfigurationError(_dimensions_mismatch(model, declared, dimensions))
         self._model_name = model
         self._pool: ProcessPoolExecutor | None = None
-        draft_runtime = draft_runtime or runtime
-        self._worker_args = (str(path), runtime, threads, draft_runtime)
+        runtimes = {"query": runtime, "memory": memory_runtime or runtime, "draft": draft_runtime or runtime}
+        self._worker_args = (str(path), threads, runtimes["memory"], runtimes["draft"])
         self._in_process = {
-            draft: _Loading(
+            role: _Loading(
                 functools.partial(_load_model, str(path), how, threads), f"the embedding model {model} ({how})"
             )
-            for draft, how in ((False, runtime), (True, draft_runtime))
+            for role, how in runtimes.items()
         }
-        """The model in this process, by ``draft`` (the same model when the runtimes are the same): ``embed_sync``'s,
+        """The model in this process by ``role`` (one model where the runtimes are the same): ``embed_sync``'s,
         ``embed``'s queries with a worker process, and everything without one."""
         self._ready = _Loading(functools.partial(self._prepare, worker_process), f"the embedding model {model}")
         """What ``embed`` needs: the worker process with its model, or else the model in this process."""
@@ -147,7 +148,7 @@ class LocalEmbedder:
         """Load what ``embed`` needs in a thread now, not in the first embed."""
         self._ready.start()
         if self._queries_here:
-            self._in_process[False].start()
+            self._in_process["query"].start()
 
     def close(self) -> None:
         for loading in (self._ready, *self._in_process.values()):
@@ -160,7 +161,7 @@ class LocalEmbedder:
     @property
     def _model(self):
         """The model of memories' vectors in this process (loaded now if need be)."""
-        return self._in_process[False].get()[0]
+        return self._in_process["memory"].get()[0]
 
     @property
     def _worker(self) -> ProcessPoolExecutor | None:
@@ -185,10 +186,13 @@ class LocalEmbedder:
         if found != self.dimensions:
             raise ConfigurationError(_dimensions_mismatch(self._model_name, found, self.dimensions))
 
-    def embed_sync(self, texts: list[str], draft: bool = False) -> list[list[float]]:
+    def embed_sync(self, texts: list[str], *, query: bool = False, draft: bool = False) -> list[list[float]]:
+        return self._encode_here(texts, _role(query, draft))
+
+    def _encode_here(self, texts: list[str], role: str) -> list[list[float]]:
         if not texts:
             return []
-        model, lock = self._in_process[draft].get()
+        model, lock = self._in_process[role].get()
         with lock:
             vectors = model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True)
         return vectors.tolist()
@@ -198,30 +202,30 @@ class LocalEmbedder:
             return []
         here = query and self._queries_here
         if here or all(len(text) <= COALESCE_MAX_CHARS for text in texts):
-            return await self._coalesced(texts, here, draft)
-        return await self._encode(texts, draft)
+            return await self._coalesced(texts, here, _role(query, draft))
+        return await self._encode(texts, _role(query, draft))
 
-    async def _coalesced(self, texts: list[str], here: bool, draft: bool) -> list[list[float]]:
+    async def _coalesced(self, texts: list[str], here: bool, role: str) -> list[list[float]]:
         loop = asyncio.get_running_loop()
-        batcher = self._batchers.get((here, draft))
+        batcher = self._batchers.get((here, role))
         if batcher is None or batcher.loop is not loop:
             if here:
-                encode = functools.partial(asyncio.to_thread, self.embed_sync, draft=draft)
+                encode = functools.partial(asyncio.to_thread, self._encode_here, role=role)
             else:
-                encode = functools.partial(self._encode, draft=draft)
-            batcher = self._batchers[here, draft] = _Coalescer(encode, loop)
+                encode = functools.partial(self._encode, role=role)
+            batcher = self._batchers[here, role] = _Coalescer(encode, loop)
         return await batcher.submit(texts)
 
-    async def _encode(self, texts: list[str], draft: bool = False) -> list[list[float]]:
+    async def _encode(self, texts: list[str], role: str) -> list[list[float]]:
         await self._ready.wait()
-        if self._pool is None:
-            return await asyncio.to_thread(self.embed_sync, texts, draft)
+        if self._pool is None or role == "query":
+            return await asyncio.to_thread(self._encode_here, texts, role)
         loop = asyncio.get_running_loop()
         for attempt in range(2):
             worker = self._pool
             try:
                 return await asyncio.wait_for(
-                    loop.run_in_executor(worker, _worker_encode, texts, self._batch_size, draft), self._timeout_s
+                    loop.run_in_executor(worker, _worker_encode, texts, self._batch_size, role), self._timeout_s
                 )
             except (BrokenProcessPool, TimeoutError) as exc:
                 died = "died" if isinstance(exc, BrokenProcessPool) else f"did not answer in {self._timeout_s:g}s"
@@ -358,24 +362,30 @@ def _load_model_once(path: str, runtime: str, threads: int):
 # A worker process runs the model with its own GIL: in a thread of the server, every one of the forward
 # pass's many small Python steps waits for the busy event loop to hand the GIL over (up to 5 ms each), and
 # embedding slows several times under concurrent requests.
-_WORKER_MODELS: dict[bool, Any] = {}
-"""The worker process's models by ``draft``: memories' vectors, and drafts' (the same one when the runtimes are)."""
+_WORKER_MODELS: dict[str, Any] = {}
+"""The worker process's models by role: memories' vectors and drafts' (one model when the runtimes are the same).
+Queries are embedded in the server's process."""
+
+
+def _role(query: bool, draft: bool) -> str:
+    """Which of the local model's runtimes embeds a text: ``query``, ``draft`` or ``memory``."""
+    return "query" if query else "draft" if draft else "memory"
 
 
 @functools.lru_cache(maxsize=4)
-def _worker_pool(path: str, runtime: str, threads: int, draft_runtime: str) -> ProcessPoolExecutor:
+def _worker_pool(path: str, threads: int, memory_runtime: str, draft_runtime: str) -> ProcessPoolExecutor:
     pool = ProcessPoolExecutor(
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_worker_init,
-        initargs=(path, runtime, threads, draft_runtime),
+        initargs=(path, threads, memory_runtime, draft_runtime),
     )
-    for draft in (False, True):  # load the models now, not in the first request
-        pool.submit(_worker_encode, ["warm up"], 1, draft).result()
+    for kind in ("memory", "draft"):  # load the models now, not in the first request
+        pool.submit(_worker_encode, ["warm up"], 1, kind).result()
     return pool
 
 
-def _worker_init(path: str, runtime: str, threads: int, draft_runtime: str) -> None:
+def _worker_init(path: str, threads: int, memory_runtime: str, draft_runtime: str) -> None:
     parent = os.getppid()
     # A Ctrl-C (or systemd's SIGTERM) reaches the whole process group: the server stops this process itself,
     # after its requests in flight, rather than finding it dead (a traceback here, a broken pool there).
@@ -388,16 +398,16 @@ def _worker_init(path: str, runtime: str, threads: int, draft_runtime: str) -> N
         os._exit(0)
 
     threading.Thread(target=exit_with_parent, daemon=True).start()
-    _WORKER_MODELS[False] = _load_model(path, runtime, threads)[0]
-    _WORKER_MODELS[True] = _load_model(path, draft_runtime, threads)[0]
+    _WORKER_MODELS["memory"] = _load_model(path, memory_runtime, threads)[0]
+    _WORKER_MODELS["draft"] = _load_model(path, draft_runtime, threads)[0]
 
 
 def _worker_dimensions() -> int:
-    return _model_dimensions(_WORKER_MODELS[False])
+    return _model_dimensions(_WORKER_MODELS["memory"])
 
 
-def _worker_encode(texts: list[str], batch_size: int, draft: bool = False) -> list[list[float]]:
-    vectors = _WORKER_MODELS[draft].encode(
+def _worker_encode(texts: list[str], batch_size: int, kind: str) -> list[list[float]]:
+    vectors = _WORKER_MODELS[kind].encode(
         texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
     )
     return vectors.tolist()
@@ -583,4 +593,5 @@ def _create_embedder(settings: Settings) -> Embedder:
         timeout_s=settings.embedding_timeout_s,
         runtime=settings.embedding_runtime,
         draft_runtime=settings.embedding_draft_runtime,
+        memory_runtime=settings.embedding_memory_runtime,
     )
