@@ -152,12 +152,11 @@ class Settings(BaseSettings):
     embedding_api_key: str | None = None
     embedding_batch_size: int = 64
     embedding_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx"
-    """How the local model embeds queries: ONNX Runtime (the same vectors as torch, a query about twice as fast; the model is
-    exported once into ~/.cache/memsys/onnx), ONNX Runtime with int8 weights (``onnx-int8``: 2.3x faster again,
-    vectors within ~0.01 cosine of the full model's, so they share its name and its stored vectors; LoCoMo rrf
-    over event logs 0.765 / 0.897 @512 / @2048 against 0.766 / 0.905, measured in padded batches before one text
-    per run), or torch. A model other than a transformer
-    with mean pooling always runs on torch."""
+    """How the local model embeds queries: ONNX Runtime (the same vectors as torch, a query about twice as fast;
+    the model is exported once into ~/.cache/memsys/onnx), ONNX Runtime with int8 weights (``onnx-int8``: ~2.2x
+    faster again, vectors within ~0.01 cosine of the full model's, so they share its name and its stored vectors;
+    int8 queries measured and dropped: LoCoMo 0.768 / 0.903 @512 / @2048 against 0.766 / 0.905), or torch. A model
+    other than a transformer with mean pooling always runs on torch."""
     embedding_memory_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx-int8"
     """How the local model embeds memories as formation writes them (and ``memsys reembed``). int8 by default: a
     memory's vector is most of formation's CPU, int8 weights cost 2.1x less per text, and queries (from

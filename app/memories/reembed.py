@@ -28,7 +28,7 @@ from tqdm import tqdm
 from app.db.engine import create_engine
 from app.db.named_sql import statement
 from app.formation.language import detect_language
-from app.formation.memcell import embedding_text
+from app.formation.memcell import embedding_text, xl_text
 from app.providers.embeddings import Embedder
 from app.retrieval.repository import vector_literal
 from app.settings import Settings
@@ -159,8 +159,9 @@ class Redo:
     def _text(self, row: dict[str, Any]) -> str:
         """Formation's text (Draft.embedding_text and Draft.xl_text): the main vector's with the nearest turn before
         (reembed_batch reads it: Draft.EMBEDDING_CONTEXT_TURNS is 1), the cross-lingual vector's without."""
-        before = [row["before"]] if row["before"] and not self.cross_lingual else []
-        return embedding_text(row["title"], row["content"], before)
+        if self.cross_lingual:
+            return xl_text(row["title"], row["content"])
+        return embedding_text(row["title"], row["content"], [row["before"]] if row["before"] else [])
 
     async def _read(self, conn: AsyncConnection, tenant: str) -> list[dict[str, Any]]:
         result = await conn.execute(statement("reembed_batch"), self._parameters(tenant))
