@@ -103,7 +103,8 @@ def _cross_lingual_scan_ran(url: str, settings: Settings, client: TestClient, qu
     request = RetrieveLightweightRequest(
         query=question, group_id=group_id, data_source="event_log", retrieval_mode="embedding"
     )
-    vector, xl_vector = runtime.embedder.embed_sync([question])[0], runtime.xl_embedder.embed_sync([question])[0]
+    vector = runtime.embedder.embed_sync([question], query=True)[0]
+    xl_vector = runtime.xl_embedder.embed_sync([question])[0]
     plan = explain_analyze(
         settings, url, query=question, filters=filters_for(request), mode="embedding", query_vector=vector,
         xl_vector=xl_vector,

@@ -14,8 +14,9 @@ pytestmark = pytest.mark.citus
 
 @pytest.fixture
 def embed(client):
+    """A memory's vector as formation makes it, or with ``query=True`` a query's (each role has its runtime)."""
     embedder = client.app.state.runtime.embedder
-    return lambda text: embedder.embed_sync([text])[0]
+    return lambda text, query=False: embedder.embed_sync([text], query=query)[0]
 
 
 @pytest.fixture
@@ -116,7 +117,7 @@ def test_embedding_mode_runs_the_vector_leg_only_and_scores_cosine(client, corpu
     result = retrieve(client, query="roast duck in Beijing", retrieval_mode="embedding")
     meta = result["metadata"]
     assert meta["retrieval_mode"] == "embedding" and meta["bm25_count"] == 0 and meta["emb_count"] == 5
-    query_vector = embed("roast duck in Beijing")
+    query_vector = embed("roast duck in Beijing", query=True)
     for item in result["memories"]:
         vector = embed(item["content"])
         cosine = sum(a * b for a, b in zip(query_vector, vector, strict=True))
@@ -268,7 +269,7 @@ def test_explain_gives_each_legs_rank_score_and_rrf_contribution(client, corpus,
     assert top["vector"]["rank"] == 1 and top["bm25"]["rank"] == 1
     assert top["vector"]["rrf_contribution"] == pytest.approx(1 / 61) == top["bm25"]["rrf_contribution"]
     assert top["rrf"]["sum"] == pytest.approx(2 / 61) and top["retrieval_score"] == pytest.approx(1.0)
-    vector = embed(query)
+    vector = embed(query, query=True)
     for item in by_rank:
         explained = item["explain"]
         cosine = sum(a * b for a, b in zip(vector, embed(item["content"]), strict=True))

@@ -31,7 +31,7 @@ def test_psql_script_returns_what_the_endpoint_returns(client, database_url, set
     body = {"query": "O'Brien budget Beijing", "user_id": "u'1", "retrieval_mode": mode, "top_k": 5}
     expected = [m["id"] for m in retrieve(client, **body)["memories"]]
     request = RetrieveLightweightRequest(**body)
-    sql = script(request, settings, embedder.embed_sync([body["query"]])[0])
+    sql = script(request, settings, embedder.embed_sync([body["query"]], query=True)[0])
     output = subprocess.run(
         [str(PSQL), libpq_url(database_url), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-F", "|"],
         input=sql, capture_output=True, text=True, check=True,
@@ -70,7 +70,7 @@ def test_on_citus_a_tenants_search_is_one_single_shard_task(client, database_url
         database_url, [memory("Alice loves Beijing roast duck", embedder.embed_sync(["Beijing duck"])[0], user_id="u1")]
     )
     request = RetrieveLightweightRequest(query="Beijing duck", user_id="u1", retrieval_mode=mode)
-    sql = script(request, settings, embedder.embed_sync(["Beijing duck"])[0])
+    sql = script(request, settings, embedder.embed_sync(["Beijing duck"], query=True)[0])
     command = [str(PSQL), libpq_url(database_url), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-F", "|"]
     found = subprocess.run(command, input=sql, capture_output=True, text=True, check=True).stdout
     assert "Alice loves Beijing roast duck" in found

@@ -43,7 +43,8 @@ def test_a_pending_message_of_the_assistant_weighs_half(client):
 def test_the_assistants_reply_ranks_below_the_users_turn_it_would_outrank_alike(client, database_url):
     _memorize(client, "assistant")
     assert client.post(FLUSH, json={"group_id": "pets"}).status_code == 200
-    # BM25 alone: the reply shares more of the question's words, and would come first weighed alike.
+    # BM25 alone: the reply shares more of the question's words, and would come first weighed alike. (The question
+    # names "last week", a window holding neither turn: time_aware, on by default, must leave the order as it is.)
     formed = _ask(client, retrieval_mode="bm25")
     assert [(m["memory_type"], m["user_id"]) for m in formed] == [("event_log", "wei"), ("event_log", "assistant")]
     assert [m["explain"]["speaker_weight"] for m in formed] == [1.0, 0.5]

@@ -350,12 +350,15 @@ def hidden_advice(hidden: dict[str, int], memory_type: str, time_range_days: int
 
 
 def _boosted(memories: list[dict[str, Any]], window: TimeWindow, boost: float) -> list[dict[str, Any]]:
-    """Memories in the window get ``weight`` = the boost; the order is by ``score * weight``."""
+    """Memories in the window get ``weight`` = the boost; the order is the statement's (its fused rank times the
+    speaker weight: in ``rrf`` mode ``score``) times ``weight``, ties as the statement had them. In ``bm25`` and
+    ``embedding`` modes ``score`` (the leg's own value) may order otherwise: a window holding no memory must leave
+    the answer as it was."""
     weighted = []
     for memory in memories:
         factor = time_factor(memory, window, boost)
         weighted.append({**memory, "weight": factor, "weights": {"time": factor, "type": 1.0}})
-    return sorted(weighted, key=lambda memory: -memory["score"] * memory["weight"])
+    return sorted(weighted, key=lambda memory: -memory["rrf"] * memory["speaker_weight"] * memory["weight"])
 
 
 def _memory(row: dict[str, Any]) -> dict[str, Any]:
