@@ -160,8 +160,9 @@ class Settings(BaseSettings):
     embedding_memory_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx-int8"
     """How the local model embeds memories as formation writes them (and ``memsys reembed``). int8 by default: a
     memory's vector is most of formation's CPU, int8 weights cost 2.1x less per text, and queries (from
-    ``embedding_runtime``) find them as well: LoCoMo rrf over event logs 0.789 / 0.905 @512 / @2048 either way
-    (docs/benchmarks.md). Set it to ``embedding_runtime``'s value for the full model's vectors."""
+    ``embedding_runtime``) find them as well: LoCoMo rrf over event logs 0.788 / 0.906 @512 / @2048 against 0.789 /
+    0.905 with the full model's (docs/benchmarks.md). Set it to ``embedding_runtime``'s value for the full model's
+    vectors."""
     embedding_draft_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx-int8"
     """How the local model embeds a pending message's draft vector (read your writes: searched until formation
     replaces it with its memories'). int8 by default: 2.3x less CPU per text, so a message is searchable sooner.
