@@ -37,11 +37,16 @@ async def query_window(
     runtime: Runtime, query: str, group_id: str | None, current_time: date | None
 ) -> TimeWindow | None:
     """The window the query names, in its conversation's days; None, without reading the conversation's zone,
-    when the rules find no time expression (whether one is found does not depend on the day it counts from)."""
-    if await run_off_loop(find_time_window, query, current_time or datetime.now(UTC).date()) is None:
+    when the rules find no time expression (whether one is found does not depend on the day it counts from). The
+    rules run again only when the conversation's today is another day than UTC's."""
+    counted_from = current_time or datetime.now(UTC).date()
+    window = await run_off_loop(find_time_window, query, counted_from)
+    if window is None:
         return None
     today, zone = await reference_day(runtime, group_id, current_time)
-    return await rule_window(query, today, zone)
+    if today != counted_from:
+        return await rule_window(query, today, zone)
+    return dataclasses.replace(window, zone=zone)
 
 
 def fit_filters(filters: SearchFilters, window: TimeWindow | None, explicit_range: bool) -> SearchFilters:
