@@ -380,8 +380,8 @@ def _worker_pool(path: str, threads: int, memory_runtime: str, draft_runtime: st
         initializer=_worker_init,
         initargs=(path, threads, memory_runtime, draft_runtime),
     )
-    for kind in ("memory", "draft"):  # load the models now, not in the first request
-        pool.submit(_worker_encode, ["warm up"], 1, kind).result()
+    for role in ("memory", "draft"):  # load the models now, not in the first request
+        pool.submit(_worker_encode, ["warm up"], 1, role).result()
     return pool
 
 
@@ -406,8 +406,8 @@ def _worker_dimensions() -> int:
     return _model_dimensions(_WORKER_MODELS["memory"])
 
 
-def _worker_encode(texts: list[str], batch_size: int, kind: str) -> list[list[float]]:
-    vectors = _WORKER_MODELS[kind].encode(
+def _worker_encode(texts: list[str], batch_size: int, role: str) -> list[list[float]]:
+    vectors = _WORKER_MODELS[role].encode(
         texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
     )
     return vectors.tolist()
