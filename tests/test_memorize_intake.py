@@ -165,3 +165,58 @@ def test_the_intake_worker_takes_the_newest_messages_first(settings, database_ur
             await engine.dispose()
 
     assert asyncio.run(batches()) == [["m3", "m2"], ["m1"]]
+
+
+def test_formation_keeps_the_intake_vector_of_an_entry_made_from_the_same_text(
+    settings, database_url: str, fake_llm
+) -> None:
+    """The intake worker embeds a pending message with the pending turn before it, the text of its event-log entry:
+    formation keeps that vector rather than embed the text again, and embeds an entry whose turn before changed
+    (a message that arrived late with an earlier time) from its own text. Seen at the embedding service."""
+    import json
+    from datetime import timedelta
+
+    from app.formation.memcell import embedding_text, entry_text, message_text
+    from tests.fake_llm import EMBEDDINGS, fake_vector
+    from tests.formation_helpers import FLUSH, START, app_client, conversation, message, rows, wait_for
+
+    def embedded() -> list[str]:
+        return [text for r in fake_llm.requests if r.path == EMBEDDINGS for text in r.body["input"]]
+
+    turns = conversation()
+    late = message(9, "Before that: the login page is broken again", sender="user_002", sender_name="Li Si")
+    late["create_time"] = (START + timedelta(minutes=2, seconds=30)).isoformat()  # between the 2nd and the 3rd
+    own = {t["message_id"]: message_text(t["sender_name"], t["content"]) for t in [*turns, late]}
+    order = ["msg_001", "msg_002", "msg_009", "msg_003", "msg_004", "msg_005"]
+    count_vectors = "SELECT count(*) FROM messages WHERE embedding IS NOT NULL"
+    with app_client(
+        settings, embedding_provider="openai", embedding_base_url=fake_llm.base_url, cross_lingual="off"
+    ) as client:
+        for turn in turns:
+            assert client.post(MEMORIZE, json=turn).status_code == 200
+        wait_for(database_url, count_vectors, 5)
+        assert client.post(MEMORIZE, json=late).status_code == 200
+        wait_for(database_url, count_vectors, 6)
+        at_intake = embedded()
+        assert client.post(FLUSH, json={"group_id": "group_123"}).status_code == 200
+        wait_for(database_url, "SELECT count(*) FROM messages WHERE status = 'processed'", 6)
+
+    # intake: each message after the pending one before it when it was indexed (the late one came after the 3rd's)
+    assert entry_text(own["msg_003"], own["msg_002"]) in at_intake
+    assert entry_text(own["msg_009"], own["msg_002"]) in at_intake
+    formed = embedded()[len(at_intake) :]
+    episode = rows(database_url, "SELECT title, content FROM memories WHERE memory_type = 'episode' LIMIT 1")[0]
+    # formation: the episode, and the one entry whose turn before is not the one it was indexed with
+    assert sorted(formed) == sorted(
+        [embedding_text(episode["title"], episode["content"], []), entry_text(own["msg_003"], own["msg_009"])]
+    )
+    entries = rows(
+        database_url,
+        "SELECT source_message_ids[1] AS message_id, embedding::text AS vector FROM memories "
+        "WHERE memory_type = 'event_log'",
+    )
+    before = dict(zip(order[1:], order, strict=False))
+    for entry in entries:
+        text = entry_text(own[entry["message_id"]], own.get(before.get(entry["message_id"], "")))
+        assert json.loads(entry["vector"]) == pytest.approx(fake_vector(text), abs=1e-6)
+    assert len(entries) == 6

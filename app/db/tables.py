@@ -187,6 +187,9 @@ messages = Table(
     Column("embedding_model", Text, nullable=True),
     Column("search_tokens", Text, nullable=True),
     *_bm25_columns(),
+    # The MD5 of the text its vector was made from (migration 0017): formation keeps the vector for the message's
+    # event-log entry when the entry's text is the same.
+    Column("embedding_text_md5", Text, nullable=True),
     _memcell_fk(),  # forget detaches a MemCell's messages and profiles before deleting it (migration 0010)
     UniqueConstraint("tenant_id", "stream_kind", "stream_id", "message_id"),
     CheckConstraint("stream_kind IN ('group', 'personal')", name="stream_kind"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import date, datetime, tzinfo
 from typing import Any
@@ -154,6 +155,20 @@ def embedding_text(title: str | None, content: str, before: list[str]) -> str:
     if not before:
         return own
     return "\n".join([own, *nearest_end(before), own])
+
+
+def entry_text(own: str, before: str | None) -> str:
+    """What an offline event-log entry's vector is made from, ``own`` its message (``message_text``) and ``before``
+    the turn before it in its MemCell, if any: ``Draft.embedding_text`` of the entry. The intake worker embeds a
+    pending message so, with the pending message before it (``app.memorize.searchable``), and formation keeps that
+    vector where the texts are the same (``text_md5``)."""
+    return embedding_text(None, own, [before] if before is not None else [])
+
+
+def text_md5(text: str) -> str:
+    """The key under which a text's vector is kept for another use of the same text
+    (``messages.embedding_text_md5``)."""
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
 XL_TEXT_CHARS = 1000

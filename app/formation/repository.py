@@ -63,6 +63,17 @@ async def pending_messages(conn: AsyncConnection, stream: Stream, limit: int | N
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
 
 
+async def draft_vectors(conn: AsyncConnection, ids: Sequence[int], embedding_model: str) -> dict[str, list[float]]:
+    """The vectors of ``embedding_model`` the intake worker gave these pending messages, by the MD5 of the text
+    each was made from (``app.memorize.searchable``): formation keeps one where a memory's text is the same."""
+    statement = select(messages.c.embedding_text_md5, messages.c.embedding).where(
+        messages.c.id.in_(list(ids)),
+        messages.c.embedding_model == embedding_model,
+        messages.c.embedding_text_md5.is_not(None),
+    )
+    return dict((await conn.execute(statement)).all())
+
+
 async def judge_streak(conn: AsyncConnection, stream: Stream, limit: int) -> int:
     """How many of the stream's latest MemCells (at most ``limit``), newest first, the LLM judge closed after a
     single message: its "end" answers in a row so far (``boundary.ENDS_IN_A_ROW``)."""

@@ -33,10 +33,11 @@ from app.errors import MemsysError, ServiceUnavailable
 from app.formation import boundary, llm_extraction, offline, tasks
 from app.formation import repository as repo
 from app.formation.language import detect_language
-from app.formation.memcell import Context, Draft, Extraction, MemCell
+from app.formation.memcell import Context, Draft, Extraction, MemCell, text_md5
 from app.formation.streams import Stream
 from app.memories.repository import NewMemory, by_memcell, insert_memories
 from app.observability import metrics
+from app.providers.embeddings import drafts_are_memories
 from app.providers.llm import LLMClient, LLMError
 from app.text.tokens import count_tokens
 
@@ -252,9 +253,14 @@ async def _close(
     context = dataclasses.replace(context, language=detect_language(m["content"] for m in cell.messages))
     async with conn.begin():
         previous = await repo.latest_profiles(conn, cell.participants, context.stream.group_id)
+        embedded = (
+            await repo.draft_vectors(conn, cell.ids, runtime.embedder.name)
+            if drafts_are_memories(runtime.settings)
+            else {}
+        )
     extraction = await _extract(runtime, conn, context, cell, llm, previous)
     try:
-        vectors = await _embed(runtime.embedder, extraction.drafts)
+        vectors = await _embed(runtime.embedder, extraction.drafts, embedded=embedded)
         # The cross-lingual vector, of the memory's own text (none when MEMSYS_CROSS_LINGUAL is off).
         xl_vectors = (
             await _embed(runtime.xl_embedder, extraction.drafts, Draft.xl_text)
@@ -332,16 +338,24 @@ def _offline_instead(cell: MemCell, context: Context, previous: dict[str, dict[s
 
 
 async def _embed(
-    embedder: Embedder, drafts: list[Draft], text_of: Callable[[Draft], str] = Draft.embedding_text
+    embedder: Embedder,
+    drafts: list[Draft],
+    text_of: Callable[[Draft], str] = Draft.embedding_text,
+    embedded: dict[str, list[float]] | None = None,
 ) -> list[list[float]]:
     """One vector per draft, of ``text_of(draft)``; identical texts (the group and personal copies of an episode)
-    embedded once.
+    embedded once, and a text found in ``embedded`` (vectors by ``text_md5``: the MemCell's messages' from the
+    intake worker, an event-log entry's text) not again.
 
     Long texts (episodes) and short ones (event-log entries) go in separate calls: a batch is padded to
     its longest text, and one transcript in a batch of short facts multiplies its cost several times.
     """
     texts = list(dict.fromkeys(text_of(draft) for draft in drafts))
     vectors: dict[str, list[float]] = {}
+    if embedded:
+        vectors = {text: embedded[key] for text in texts if (key := text_md5(text)) in embedded}
+        metrics.EMBEDDINGS_KEPT.inc(len(vectors))
+        texts = [text for text in texts if text not in vectors]
     for group in (
         [t for t in texts if count_tokens(t) > SHORT_TEXT_TOKENS],
         [t for t in texts if count_tokens(t) <= SHORT_TEXT_TOKENS],

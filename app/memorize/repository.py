@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, func, select, true, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -39,15 +39,34 @@ async def unindexed_pending(
     conn: AsyncConnection, tenant: str, embedding_model: str, limit: int, below_id: int | None = None
 ) -> list[dict[str, Any]]:
     """Pending messages below ``below_id`` with no vector of ``embedding_model`` yet, newest first: what the
-    intake worker indexes. ``tenant`` is the transaction's (row-level security holds it anyway): named, Citus
-    routes to one shard."""
+    intake worker indexes, each with the pending message before it in its stream (``before_sender_name``,
+    ``before_content``; None when there is none). ``tenant`` is the transaction's (row-level security holds it
+    anyway): named, Citus routes to one shard."""
+    earlier = messages.alias("earlier")
+    before = (
+        select(earlier.c.sender_name, earlier.c.content)
+        .where(
+            earlier.c.tenant_id == messages.c.tenant_id,
+            earlier.c.stream_kind == messages.c.stream_kind,
+            earlier.c.stream_id == messages.c.stream_id,
+            earlier.c.status == "pending",
+            earlier.c.create_time <= messages.c.create_time,  # the pending index's range; ties by id
+            (earlier.c.create_time < messages.c.create_time) | (earlier.c.id < messages.c.id),
+        )
+        .order_by(earlier.c.create_time.desc(), earlier.c.id.desc())
+        .limit(1)
+        .lateral("before")
+    )
     statement = (
         select(
             messages.c.id,
             messages.c.sender_name,
             messages.c.content,
             messages.c.search_tokens.is_(None).label("needs_tokens"),
+            before.c.sender_name.label("before_sender_name"),
+            before.c.content.label("before_content"),
         )
+        .outerjoin(before, true())
         .where(
             messages.c.tenant_id == tenant,
             *([messages.c.id < below_id] if below_id is not None else []),
@@ -63,9 +82,10 @@ async def unindexed_pending(
 async def index_pending(
     conn: AsyncConnection, tenant: str, rows: list[dict[str, Any]], embedding_model: str
 ) -> tuple[int, int]:
-    """Store each message's vector (``id``, ``embedding``; its BM25 text ``search_tokens`` where it had none) if
-    it is still pending: (stored, skipped). A message that formation holds locked is skipped, never waited
-    for: waiting for one while holding another is how two transactions deadlock."""
+    """Store each message's vector (``id``, ``embedding``, ``embedding_text_md5``; its BM25 text
+    ``search_tokens`` where it had none) if it is still pending: (stored, skipped). A message that formation holds
+    locked is skipped, never waited for: waiting for one while holding another is how two transactions
+    deadlock."""
     ids = [row["id"] for row in rows]
     locked = set(
         (
@@ -78,7 +98,11 @@ async def index_pending(
     )
     stored = [row for row in rows if row["id"] in locked]
     for row in stored:  # ours now: these updates wait for no one
-        values = {"embedding": row["embedding"], "embedding_model": embedding_model}
+        values = {
+            "embedding": row["embedding"],
+            "embedding_model": embedding_model,
+            "embedding_text_md5": row["embedding_text_md5"],
+        }
         if row.get("search_tokens") is not None:
             values["search_tokens"] = row["search_tokens"]
         await conn.execute(

@@ -8,7 +8,7 @@ into memories marks them processed: an answer holds a message or its memories, n
 
 from __future__ import annotations
 
-from app.formation.memcell import message_text
+from app.formation.memcell import entry_text, message_text, text_md5
 from app.memorize import repository
 from app.providers.embeddings import embedder_name
 from app.runtime import Runtime
@@ -16,6 +16,12 @@ from app.text.cpu import run_off_loop
 from app.text.tokenize import search_tokens
 
 BATCH = 64
+
+
+def _before(row: dict) -> str | None:
+    if row["before_content"] is None:
+        return None
+    return message_text(row["before_sender_name"], row["before_content"])
 
 
 def _search_tokens(texts: list[str]) -> list[str]:
@@ -29,8 +35,11 @@ async def index_pending(runtime: Runtime) -> tuple[int, int]:
 
     Newest first: the message just sent, the one its sender may search for next, is searchable first; and
     formation takes a stream's oldest messages, so when both are behind (a burst) the two work from opposite
-    ends rather than on the same messages at once. A bulk import still has most messages embedded here and again
-    by formation: nothing is searchable by vector until then otherwise."""
+    ends rather than on the same messages at once.
+
+    A message's vector is made from the text of its event-log entry (``entry_text``: the message with the pending
+    turn before it): formation keeps it for the entry when that turn is in the entry's MemCell too, so a message
+    is embedded once, here, rather than here and again by formation."""
     model = embedder_name(runtime.settings)
     indexed = skipped = 0
     below_id: int | None = None
@@ -41,13 +50,15 @@ async def index_pending(runtime: Runtime) -> tuple[int, int]:
             return indexed, skipped
         below_id = rows[-1]["id"]
         texts = [message_text(row["sender_name"], row["content"]) for row in rows]
-        vectors = await runtime.embedder.embed(texts, draft=True)
+        embedded = [entry_text(text, _before(row)) for text, row in zip(texts, rows, strict=True)]
+        vectors = await runtime.embedder.embed(embedded, draft=True)
         untokenized = [(row, text) for row, text in zip(rows, texts, strict=True) if row["needs_tokens"]]
         tokens = await run_off_loop(_search_tokens, [text for _, text in untokenized])
         for (row, _), text_tokens in zip(untokenized, tokens, strict=True):
             row["search_tokens"] = text_tokens
-        for row, vector in zip(rows, vectors, strict=True):
+        for row, vector, text in zip(rows, vectors, embedded, strict=True):
             row["embedding"] = vector
+            row["embedding_text_md5"] = text_md5(text)
         async with runtime.engine.begin() as conn:
             stored, held = await repository.index_pending(conn, runtime.tenant, rows, model)
         indexed += stored

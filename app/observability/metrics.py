@@ -37,6 +37,11 @@ LLM_BOUNDARY_DISTRUSTED = Counter(
 )
 EMBEDDING_SECONDS = Histogram("memsys_embedding_duration_seconds", "One embedding call", ["provider"])
 EMBEDDING_ERRORS = Counter("memsys_embedding_errors_total", "Embedding calls that failed", ["provider"])
+EMBEDDINGS_KEPT = Counter(
+    "memsys_embeddings_kept_total",
+    "Memories' vectors formation took from their pending message (its intake vector, of the same text) rather than"
+    " embedding again",
+)
 REQUESTS_REJECTED = Counter(
     "memsys_requests_rejected_total",
     "Requests refused or stopped before their handler finished (busy, tenant_share, slow_body, slow_head, host,"

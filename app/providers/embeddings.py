@@ -579,6 +579,13 @@ def embedder_name(settings: Settings) -> str:
     return f"{settings.embedding_provider}:{settings.embedding_model}"
 
 
+def drafts_are_memories(settings: Settings) -> bool:
+    """Whether a pending message's vector is what a memory of the same text would get (the same model, and for
+    the local one the same runtime for both roles): formation then keeps it rather than embed the text again."""
+    local = settings.embedding_provider == "local"
+    return not local or settings.embedding_draft_runtime == settings.embedding_memory_runtime
+
+
 def _create_embedder(settings: Settings) -> Embedder:
     if settings.embedding_provider == "openai":
         return OpenAICompatibleEmbedder(settings)
