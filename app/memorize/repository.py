@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, func, select, true, update
+from sqlalchemy import Select, Text, bindparam, func, select, true, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -97,16 +97,25 @@ async def index_pending(
         ).scalars()
     )
     stored = [row for row in rows if row["id"] in locked]
-    for row in stored:  # ours now: these updates wait for no one
-        values = {
-            "embedding": row["embedding"],
-            "embedding_model": embedding_model,
-            "embedding_text_md5": row["embedding_text_md5"],
-        }
-        if row.get("search_tokens") is not None:
-            values["search_tokens"] = row["search_tokens"]
+    if stored:  # ours now: these updates wait for no one; one trip for all (psycopg's pipeline)
         await conn.execute(
-            update(messages).where(messages.c.tenant_id == tenant, messages.c.id == row["id"]).values(values)
+            update(messages)
+            .where(messages.c.tenant_id == tenant, messages.c.id == bindparam("row_id"))
+            .values(
+                embedding=bindparam("vector", type_=messages.c.embedding.type),
+                embedding_model=embedding_model,
+                embedding_text_md5=bindparam("md5"),
+                search_tokens=func.coalesce(bindparam("tokens", type_=Text), messages.c.search_tokens),
+            ),
+            [
+                {
+                    "row_id": row["id"],
+                    "vector": row["embedding"],
+                    "md5": row["embedding_text_md5"],
+                    "tokens": row.get("search_tokens"),
+                }
+                for row in stored
+            ],
         )
     pending = await conn.execute(
         select(func.count()).where(
