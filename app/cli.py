@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default=None, help="address to bind (default MEMSYS_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default MEMSYS_PORT or 1995)")
     worker = commands.add_parser("worker", help="run formation workers in this process (next to memsys serve)")
-    worker.add_argument("--concurrency", type=int, default=1, help="streams formed at the same time (default 1)")
+    worker.add_argument("--concurrency", type=int, default=2, help="streams formed at the same time (default 2)")
     mcp = commands.add_parser("mcp", help="serve memsys's MCP tools over stdio (for an agent's MCP config)")
     mcp.add_argument("--tenant", default="default", help="the tenant whose memories the tools use (default: default)")
     export = commands.add_parser("export", help="write a JSON-lines dump (memsys.dump v1) to standard output")

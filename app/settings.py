@@ -84,8 +84,11 @@ class Settings(BaseSettings):
     only; true allows it on any address."""
 
     # --- memory formation: the queue -----------------------------------------------------------
-    workers: int = 1
-    """Formation workers ``memsys serve`` runs in its own process; 0: none (run ``memsys worker``)."""
+    workers: int = 2
+    """Formation workers ``memsys serve`` runs in its own process (streams formed at the same time); 0: none (run
+    ``memsys worker``). Two by default: a stream's formation waits on the embedding process and on PostgreSQL in
+    turn, and a second stream fills those waits (8 clients of LoCoMo: 33.8 → 40.4 messages formed a second on 2
+    cores, docs/benchmarks.md); one stream is formed in order either way."""
     flush_timeout_seconds: float = 15.0
     """How long ``flush`` waits for the worker to form the stream before it answers ``pending``."""
     formation_retry_seconds: float = 30.0
