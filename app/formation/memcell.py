@@ -185,18 +185,29 @@ def xl_text(title: str | None, content: str) -> str:
     own = embedding_text(title, content, [])
     if len(own) <= XL_TEXT_CHARS:
         return own
-    cut = own[:XL_TEXT_CHARS]
-    return cut.rpartition(" ")[0] or cut
+    return _head(own[:XL_TEXT_CHARS])
 
 
 def nearest_end(turns: list[str]) -> list[str]:
-    """Turns before a message, each cut to its last ``NEIGHBOUR_CHARS`` characters (at a word)."""
-    return [turn if len(turn) <= NEIGHBOUR_CHARS else turn[-NEIGHBOUR_CHARS:].partition(" ")[2] for turn in turns]
+    """Turns before a message, each cut to its last ``NEIGHBOUR_CHARS`` characters (at a word where there is
+    one: a Chinese turn has no spaces)."""
+    return [turn if len(turn) <= NEIGHBOUR_CHARS else _tail(turn[-NEIGHBOUR_CHARS:]) for turn in turns]
 
 
 def nearest_start(turns: list[str]) -> list[str]:
-    """Turns after a message, each cut to its first ``NEIGHBOUR_CHARS`` characters (at a word)."""
-    return [turn if len(turn) <= NEIGHBOUR_CHARS else turn[:NEIGHBOUR_CHARS].rpartition(" ")[0] for turn in turns]
+    """Turns after a message, each cut to its first ``NEIGHBOUR_CHARS`` characters (at a word where there is
+    one)."""
+    return [turn if len(turn) <= NEIGHBOUR_CHARS else _head(turn[:NEIGHBOUR_CHARS]) for turn in turns]
+
+
+def _head(cut: str) -> str:
+    """``cut`` (a text's start) without its last, partial word; whole when it has no space."""
+    return cut.rpartition(" ")[0] or cut
+
+
+def _tail(cut: str) -> str:
+    """``cut`` (a text's end) without its first, partial word; whole when it has no space."""
+    return cut.partition(" ")[2] or cut
 
 
 @dataclass
