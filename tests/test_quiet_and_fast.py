@@ -93,7 +93,7 @@ def test_serve_says_one_start_line_stays_quiet_and_finds_its_data_from_any_folde
             f"data directory {data_dir}",
             "database embedded PostgreSQL",
             "embedding model local:all-MiniLM-L6-v2",
-            "1 formation worker",
+            "2 formation workers",
             "access anonymous",
         ):
             assert field in start[0], (field, start[0])
