@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, Text, bindparam, func, select, true, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Select, Text, bindparam, func, select, update
+from sqlalchemy.dialects.postgresql import array, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import messages
@@ -39,14 +39,15 @@ async def unindexed_pending(
     conn: AsyncConnection, tenant: str, embedding_model: str, limit: int, below_id: int | None = None
 ) -> list[dict[str, Any]]:
     """Pending messages below ``below_id`` with no vector of ``embedding_model`` yet, newest first: what the
-    intake worker indexes, each with the pending message before it in its stream (``before_sender_name``,
-    ``before_content``; None when there is none). ``tenant`` is the transaction's (row-level security holds it
+    intake worker indexes, each with the pending message before it in its stream (``before``: its sender name
+    and content; None when there is none). ``tenant`` is the transaction's (row-level security holds it
     anyway): named, Citus routes to one shard."""
     earlier = messages.alias("earlier")
+    # A scalar subquery, not a lateral join: Citus plans no outer join with a constant condition (ON true).
     before = (
-        select(earlier.c.sender_name, earlier.c.content)
+        select(array([earlier.c.sender_name, earlier.c.content]))
         .where(
-            earlier.c.tenant_id == messages.c.tenant_id,
+            earlier.c.tenant_id == tenant,
             earlier.c.stream_kind == messages.c.stream_kind,
             earlier.c.stream_id == messages.c.stream_id,
             earlier.c.status == "pending",
@@ -55,7 +56,7 @@ async def unindexed_pending(
         )
         .order_by(earlier.c.create_time.desc(), earlier.c.id.desc())
         .limit(1)
-        .lateral("before")
+        .scalar_subquery()
     )
     statement = (
         select(
@@ -63,10 +64,8 @@ async def unindexed_pending(
             messages.c.sender_name,
             messages.c.content,
             messages.c.search_tokens.is_(None).label("needs_tokens"),
-            before.c.sender_name.label("before_sender_name"),
-            before.c.content.label("before_content"),
+            before.label("before"),
         )
-        .outerjoin(before, true())
         .where(
             messages.c.tenant_id == tenant,
             *([messages.c.id < below_id] if below_id is not None else []),

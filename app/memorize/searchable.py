@@ -19,9 +19,7 @@ BATCH = 64
 
 
 def _before(row: dict) -> str | None:
-    if row["before_content"] is None:
-        return None
-    return message_text(row["before_sender_name"], row["before_content"])
+    return message_text(*row["before"]) if row["before"] is not None else None
 
 
 def _search_tokens(texts: list[str]) -> list[str]:
