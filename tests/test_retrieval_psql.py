@@ -31,7 +31,8 @@ def test_psql_script_returns_what_the_endpoint_returns(client, database_url, set
     body = {"query": "O'Brien budget Beijing", "user_id": "u'1", "retrieval_mode": mode, "top_k": 5}
     expected = [m["id"] for m in retrieve(client, **body)["memories"]]
     request = RetrieveLightweightRequest(**body)
-    sql = script(request, settings, embedder.embed_sync([body["query"]], query=True)[0])
+    xl_vector = client.app.state.runtime.xl_embedder.embed_sync([body["query"]])[0]  # dropped: no other language
+    sql = script(request, settings, embedder.embed_sync([body["query"]], query=True)[0], xl_vector=xl_vector)
     output = subprocess.run(
         [str(PSQL), libpq_url(database_url), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-F", "|"],
         input=sql, capture_output=True, text=True, check=True,

@@ -3,8 +3,9 @@
     python -m app.retrieval.psql [--tenant T] '{"query": "Beijing food", "user_id": "u1"}' | psql "$(memsys db-url)"
 
 The script sets one psql variable per parameter of ``sql/retrieval.sql`` (each to a SQL literal, so the
-file's ``:name`` placeholders work in psql as they are), then runs ``configure_search`` and
-``hybrid_search`` in one transaction, as the service runs them: as the role ``memsys_app`` in the tenant
+file's ``:name`` placeholders work in psql as they are), then runs ``crosses_language`` (the query's cross-lingual
+vector is kept only where it is true), ``configure_search`` and ``hybrid_search`` in one transaction, as the service
+runs them: as the role ``memsys_app`` in the tenant
 (default ``default``), so that row-level security applies (the owner, a superuser on the embedded
 default, would otherwise see every tenant's rows). Prefix the last statement with EXPLAIN (ANALYZE, BUFFERS) to see
 the plan.
@@ -83,6 +84,11 @@ def script(
         "BEGIN;",
         f"SET LOCAL ROLE {SERVICE_ROLE};",
         f"SET LOCAL {TENANT_SETTING} = {sql_literal(tenant)};",
+    ]
+    if parameters["embedding_xl"] is not None:  # as the service: the cross-lingual leg only where the scope crosses
+        crosses = query("crosses_language").rstrip(";") + " \\gset"
+        lines += [crosses, "\\if :crosses", "\\else", "\\set embedding_xl NULL", "\\endif"]
+    lines += [
         repository.search_settings(tuning),
         query("hybrid_search"),
         "COMMIT;",

