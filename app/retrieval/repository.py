@@ -114,7 +114,10 @@ async def configure_search(conn: AsyncConnection, tuning: SearchTuning) -> None:
 
 async def crosses_language(conn: AsyncConnection, tenant: str | None, filters: SearchFilters, language: str) -> bool:
     """``crosses_language``: whether the filters' scope holds a memory of their type in another language than
-    ``language`` (the query's), which only its cross-lingual vector ranks."""
+    ``language`` (the query's), which only its cross-lingual vector ranks. Planned for its values, as the search is:
+    the generic plan that a statement psycopg has prepared (after five runs) may come to cannot seek a scope's group
+    or user, and read 100,000 index entries in 12 ms for one scope of that size."""
+    await conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
     parameters = {
         "tenant_id": tenant,
         "memory_type": filters.memory_type,

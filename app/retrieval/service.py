@@ -165,7 +165,7 @@ async def _query_inputs(
         if not vectors or runtime.xl_embedder is None:
             return "en", None
         language = await run_off_loop(detect_language, [query])
-        async with runtime.engine.connect() as conn:
+        async with runtime.engine.begin() as conn:
             crosses = await repository.crosses_language(conn, runtime.tenant, filters, language)
         if not crosses:
             return language, None
