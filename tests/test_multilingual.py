@@ -5,13 +5,19 @@ migration 0014), memorized and formed as a user would; and with the multilingual
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from litestar.testing import TestClient
 from prometheus_client import REGISTRY
 
 from app.db import migrate
+from app.db.engine import create_engine, service_database_url
 from app.http.app import create_app
+from app.retrieval.repository import SearchFilters, crosses_language
 from app.settings import Settings
+from app.tenancy import scope
+from app.text.timeparse import EARLIEST, LATEST
 from benchmarks.embedders import MEMORIES, PAIRS
 from tests.conftest import recreate_database
 from tests.formation_helpers import START, message, rows
@@ -63,6 +69,8 @@ def memorized_in_two_languages(server_url: str, settings: Settings):
         yield client, url
 
 
+PREPARE_THRESHOLD = 5
+"""psycopg's default: a statement run this many times on a connection is prepared from the next run on."""
 HOURS = __import__("datetime").timedelta(hours=5)
 
 
@@ -125,3 +133,31 @@ def test_the_query_is_embedded_across_languages_only_where_the_scope_holds_anoth
     found = client.post(URL, json={"query": "预算评审是什么时候？", "group_id": "office", "data_source": "event_log",
                                    "retrieval_mode": "embedding", "top_k": 1})  # fmt: skip
     assert found.json()["result"]["memories"][0]["content"] == "Li Lei: The budget review moved to Friday"
+
+
+def test_the_language_look_up_is_planned_for_its_values_however_often_it_runs(memorized_in_two_languages, settings):
+    """``crosses_language`` runs once per search on pooled connections, where psycopg prepares a statement after five
+    runs; a generic plan cannot seek the scope's group or user (``CAST(:group_id AS text) IS NULL OR …``) and reads
+    every index entry of the memory type. Run twelve times on one connection, it is planned for its values each
+    time (PostgreSQL's own count of the prepared statement's plans), and answers as it should."""
+    _, url = memorized_in_two_languages
+
+    async def plans() -> tuple[list[bool], tuple[int, int]]:
+        engine = scope.install(create_engine(service_database_url(settings, url), settings))
+        filters = SearchFilters(memory_type="event_log", time_from=EARLIEST, time_to=LATEST, group_id="travel")
+        try:
+            async with scope.scoped(engine, "default").connect() as conn:
+                answers = []
+                for language in ["en", "zh"] * 6:
+                    async with conn.begin():
+                        answers.append(await crosses_language(conn, "default", filters, language))
+                counted = await conn.exec_driver_sql(
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%%AS crosses%%'"
+                )
+                return answers, tuple(counted.one())
+        finally:
+            await engine.dispose()
+
+    answers, (generic, custom) = asyncio.run(plans())
+    assert answers == [True] * 12  # "travel" holds both languages: either question crosses
+    assert (generic, custom) == (0, 12 - PREPARE_THRESHOLD)
