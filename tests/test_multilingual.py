@@ -152,7 +152,8 @@ def test_the_language_look_up_is_planned_for_its_values_however_often_it_runs(me
                     async with conn.begin():
                         answers.append(await crosses_language(conn, "default", filters, language))
                 counted = await conn.exec_driver_sql(
-                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%%AS crosses%%'"
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                    "WHERE statement LIKE '%%AS crosses%%'"
                 )
                 return answers, tuple(counted.one())
         finally:
