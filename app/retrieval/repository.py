@@ -102,9 +102,11 @@ def search_parameters(
 
 
 def search_settings(tuning: SearchTuning) -> str:
-    """The ``configure_search`` statements with the tuning's numbers written in (SET takes no bind parameters)."""
+    """The ``plan_for_values`` and ``configure_search`` statements, the tuning's numbers written in (SET takes no
+    bind parameters)."""
     numbers = {"ef_search": int(tuning.ef_search), "max_scan_tuples": int(tuning.max_scan_tuples)}
-    return re.sub(r":(ef_search|max_scan_tuples)\b", lambda match: str(numbers[match[1]]), query("configure_search"))
+    hnsw = re.sub(r":(ef_search|max_scan_tuples)\b", lambda match: str(numbers[match[1]]), query("configure_search"))
+    return query("plan_for_values") + "\n" + hnsw
 
 
 async def configure_search(conn: AsyncConnection, tuning: SearchTuning) -> None:
@@ -114,10 +116,9 @@ async def configure_search(conn: AsyncConnection, tuning: SearchTuning) -> None:
 
 async def crosses_language(conn: AsyncConnection, tenant: str | None, filters: SearchFilters, language: str) -> bool:
     """``crosses_language``: whether the filters' scope holds a memory of their type in another language than
-    ``language`` (the query's), which only its cross-lingual vector ranks. Planned for its values, as the search is:
-    the generic plan that a statement psycopg has prepared (after five runs) may come to cannot seek a scope's group
-    or user, and read 100,000 index entries in 12 ms for one scope of that size."""
-    await conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+    ``language`` (the query's), which only its cross-lingual vector ranks. Planned for its values, as the search is
+    (``plan_for_values``): a generic plan read 100,000 index entries in 12 ms for one scope of that size."""
+    await conn.exec_driver_sql(query("plan_for_values"))
     parameters = {
         "tenant_id": tenant,
         "memory_type": filters.memory_type,
