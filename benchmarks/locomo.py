@@ -1,11 +1,13 @@
 """LoCoMo evidence recall: memsys driven through its public HTTP API, against raw-turn baselines.
 
     python benchmarks/locomo.py --data ../shared/datasets/locomo/locomo-dev.json [--base-url URL] [--out DIR]
+        [--data-dir DIR [--skip-ingest]]
 
-Without ``--base-url`` a memsys of our own is started on a fresh embedded database. Each conversation is
-registered (conversation-meta), its turns memorized in order and flushed; then every question of categories
-1-4 is asked through ``retrieve_lightweight`` for each retrieval mode and data source (and through
-``retrieve_agentic`` with ``--llm``). BM25, dense and RRF over the raw turns answer the same questions.
+Without ``--base-url`` a memsys of our own is started on a fresh embedded database (kept in ``--data-dir``;
+``--skip-ingest`` then asks again over what an earlier run memorized: a retrieval change measured in ~3 minutes).
+Each conversation is registered (conversation-meta), its turns memorized in order and flushed; then every
+question of categories 1-4 is asked through ``retrieve_lightweight`` for each retrieval mode and data source
+(and through ``retrieve_agentic`` with ``--llm``). BM25, dense and RRF over the raw turns answer the same questions.
 The figures are evidence recall in the top k and within a token budget (``benchmarks/evidence_recall.py``).
 """
 
@@ -411,8 +413,8 @@ def run(args: argparse.Namespace, env: dict[str, str] | None = None) -> dict:
     started = time.perf_counter()
     ranked = ask_baselines(conversations)
     baseline_s = time.perf_counter() - started
-    with memsys_server(args.base_url, env=env) as base_url:
-        ingest_s = ingest_and_report(base_url, conversations, args.concurrency)
+    with memsys_server(args.base_url, env=env, data_dir=args.data_dir) as base_url:
+        ingest_s = 0.0 if args.skip_ingest else ingest_and_report(base_url, conversations, args.concurrency)
         started = time.perf_counter()
         memsys_ranked, latencies = asyncio.run(ask_memsys(base_url, conversations, llm, args.concurrency))
         question_s = time.perf_counter() - started
@@ -492,6 +494,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data", type=Path, help="a file in the LoCoMo format (required unless --replot)")
     parser.add_argument("--base-url", help="a running memsys; default: start one on a fresh embedded database")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where results.json and the plots go")
+    parser.add_argument("--data-dir", type=Path, help="the database directory of the memsys it starts (kept)")
+    parser.add_argument("--skip-ingest", action="store_true", help="ask only (the data is already in)")
     parser.add_argument("--limit-conversations", type=int, help="only the first N conversations")
     parser.add_argument("--limit-questions", type=int, help="only the first N scored questions overall")
     parser.add_argument("--concurrency", type=int, default=3, help="conversations memorized / requests in flight")
