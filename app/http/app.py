@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import AsyncGenerator
@@ -39,6 +40,7 @@ from app.retrieval.endpoints import RetrievalController
 from app.runtime import build_runtime
 from app.settings import Settings
 from app.tenancy.service import refuse_open_anonymous
+from app.tenancy.watch import KeysWatch
 from app.transfer.endpoints import ExportController
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 await refuse_open_anonymous(conn, settings.host, settings.allow_anonymous)
             app.state.runtime = runtime
             app.state.key_cache = KeyCache(settings.key_cache_seconds)
+            app.state.keys_watch = KeysWatch(runtime.service_url, app.state.key_cache.clear)
+            keys_watch = asyncio.create_task(app.state.keys_watch.run())
             app.state.inspector_sessions = InspectorSessions()
             app.state.gauges = Gauges(settings.metrics_refresh_seconds)
             _, app.state.mcp_sessions = build_http(settings.host)
@@ -72,6 +76,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 try:
                     yield
                 finally:
+                    keys_watch.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await keys_watch
                     if workers is not None:
                         await tasks.stop_workers(workers)
 

@@ -2,9 +2,12 @@
 
 Public routes (``/``, ``/health``, ``/metrics``) are marked ``opt={"public": True}``, which also declares them
 keyless in the OpenAPI document (app.http.docs); the API docs and their assets live under the docs path.
-The tenant of a valid key is remembered for ``MEMSYS_KEY_CACHE_SECONDS`` (a revoked key keeps working for
-at most that long); 0 looks every request's key up in the database. Refusals and anonymous access are never
-remembered: a key created for an anonymous server closes it at once, and random keys cannot fill the cache.
+The tenant of a valid key is remembered for ``MEMSYS_KEY_CACHE_SECONDS``; 0 looks every request's key up in the
+database. Any change to the keys empties that memory at once where the keys watch listens (app.tenancy.watch, plain
+PostgreSQL; on Citus a revoked key keeps working for at most that long). A request without a key is served
+anonymously without a query while the watch knows no active key exists, and looks the keys up otherwise: a key
+created for an anonymous server closes it at once either way. Refusals are never remembered: random keys cannot
+fill the cache.
 Under /inspect the key may also come from the inspector's session, named by its login cookie (app.inspect.browser).
 """
 
@@ -37,6 +40,9 @@ class KeyCache:
             return None
         return entry[0]
 
+    def clear(self) -> None:
+        self._entries.clear()
+
     def put(self, key_hash: str, tenant: str) -> None:
         if self.ttl_s <= 0:
             return
@@ -65,9 +71,13 @@ async def authenticate(connection: ASGIConnection, handler: BaseRouteHandler) ->
     cache: KeyCache = connection.app.state.key_cache
     bearer = bearer_token(connection)
     key_hash = keys.key_hash(bearer) if bearer else None
+    settings = runtime.settings
     tenant = cache.get(key_hash) if key_hash else None
+    if tenant is None and key_hash is None and connection.app.state.keys_watch.anonymous:
+        # No active key exists (app.tenancy.watch knows it without a query): as authenticate would decide.
+        if keys.anonymous_allowed(settings.host, settings.allow_anonymous):
+            tenant = keys.DEFAULT_TENANT
     if tenant is None:
-        settings = runtime.settings
         async with runtime.engine.connect() as conn:
             tenant, valid_key = await keys.authenticate(
                 conn, bearer, anonymous_ok=keys.anonymous_allowed(settings.host, settings.allow_anonymous)
