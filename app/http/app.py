@@ -62,7 +62,6 @@ def create_app(settings: Settings | None = None) -> Litestar:
             app.state.runtime = runtime
             app.state.key_cache = KeyCache(settings.key_cache_seconds)
             app.state.keys_watch = KeysWatch(runtime.service_url, app.state.key_cache.clear)
-            keys_watch = asyncio.create_task(app.state.keys_watch.run())
             app.state.inspector_sessions = InspectorSessions()
             app.state.gauges = Gauges(settings.metrics_refresh_seconds)
             _, app.state.mcp_sessions = build_http(settings.host)
@@ -73,6 +72,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 runtime.warm_up()
                 if log.isEnabledFor(logging.INFO):
                     log.info(await start_line(runtime))
+                keys_watch = asyncio.create_task(app.state.keys_watch.run())
                 try:
                     yield
                 finally:

@@ -71,17 +71,13 @@ async def authenticate(connection: ASGIConnection, handler: BaseRouteHandler) ->
     cache: KeyCache = connection.app.state.key_cache
     bearer = bearer_token(connection)
     key_hash = keys.key_hash(bearer) if bearer else None
-    settings = runtime.settings
+    anonymous_ok = keys.anonymous_allowed(runtime.settings.host, runtime.settings.allow_anonymous)
     tenant = cache.get(key_hash) if key_hash else None
-    if tenant is None and key_hash is None and connection.app.state.keys_watch.anonymous:
-        # No active key exists (app.tenancy.watch knows it without a query): as authenticate would decide.
-        if keys.anonymous_allowed(settings.host, settings.allow_anonymous):
-            tenant = keys.DEFAULT_TENANT
+    if tenant is None and key_hash is None and anonymous_ok and connection.app.state.keys_watch.anonymous:
+        tenant = keys.DEFAULT_TENANT  # no active key exists: app.tenancy.watch knows it without a query
     if tenant is None:
         async with runtime.engine.connect() as conn:
-            tenant, valid_key = await keys.authenticate(
-                conn, bearer, anonymous_ok=keys.anonymous_allowed(settings.host, settings.allow_anonymous)
-            )
+            tenant, valid_key = await keys.authenticate(conn, bearer, anonymous_ok=anonymous_ok)
         if valid_key:
             cache.put(key_hash, tenant)
     connection.state.tenant = tenant
