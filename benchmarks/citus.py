@@ -35,12 +35,12 @@ import httpx
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 
 from app.db import migrate
 from app.db.embedded import sqlalchemy_url
 from app.db.migrate import SERVICE_ROLE
-from app.db.named_sql import query as named_query
+from app.retrieval import repository
 from app.settings import Settings
 from app.tenancy.scope import check_tenant_id
 from benchmarks import scale_corpus
@@ -237,7 +237,10 @@ def search(conn, settings: Settings, tenant: str, q, grouped: bool, now, mode: s
         conn.exec_driver_sql(f"SET LOCAL ROLE {SERVICE_ROLE}; SET LOCAL memsys.tenant_id = '{tenant}'")
         configure(conn, settings, mode, 20)
         parameters = parameters_for(settings, q, grouped, now, mode, 20, tenant)
-        return [dict(row) for row in conn.execute(text(named_query("hybrid_search")), parameters).mappings()]
+        return [
+            dict(row)
+            for row in conn.execute(repository.hybrid_statement(parameters["dimensions"]), parameters).mappings()
+        ]
 
 
 def retrieval(url: str, settings: Settings, queries: dict, now) -> tuple[list[dict], dict]:

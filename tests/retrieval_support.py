@@ -148,7 +148,6 @@ def explain_analyze(
     (none: the BM25 leg alone), its language detected as the service detects it."""
     from sqlalchemy import text
 
-    from app.db.named_sql import query as named_query
     from app.formation.language import detect_language
     from app.providers.embeddings import embedder_name
     from app.retrieval import repository, service
@@ -166,7 +165,9 @@ def explain_analyze(
         try:
             async with engine.begin() as conn:
                 await repository.configure_search(conn, tuning)
-                statement = text("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + named_query("hybrid_search"))
+                statement = text(
+                    "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + repository.hybrid_sql(parameters["dimensions"])
+                )
                 return "\n".join(row[0] for row in await conn.execute(statement, parameters))
         finally:
             await engine.dispose()

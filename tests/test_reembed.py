@@ -87,9 +87,12 @@ def test_a_new_model_of_other_dimensions_gets_every_vector_as_formation_would_ma
     assert {model for model, _ in after.values()} == {USEM3}
     assert max(float(np.abs(after[k][1] - expected[k][1]).max()) for k in after) < 1e-5
     with psycopg.connect(url) as conn:
+        # The same indexes, the main vector's graphs made for its new size (of half-precision vectors: migration 0019).
         assert conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%'").fetchall() == [
-            (name, definition) for name, definition in indexes
+            (name, definition.replace("(embedding)::halfvec(384)", "(embedding)::halfvec(512)"))
+            for name, definition in indexes
         ]
+        assert sum("(embedding)::halfvec(384)" in definition for _, definition in indexes) == 3
         assert (
             conn.execute(
                 "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"

@@ -95,7 +95,7 @@ def test_selective_filter_over_hnsw_still_returns_top_k(settings, database_url):
                 if not iterative:
                     await conn.execute(text("SET LOCAL hnsw.iterative_scan = off"))
                 plan = "\n".join(
-                    r[0] for r in await conn.execute(text("EXPLAIN " + repository.query("hybrid_search")), parameters)
+                    r[0] for r in await conn.execute(text("EXPLAIN " + repository.hybrid_sql(384)), parameters)
                 )
                 return plan, await repository.hybrid_search(conn, parameters)
         finally:

@@ -9,7 +9,7 @@ filter, BM25 statistics are kept per type in one place, and provenance (``memcel
 
 from __future__ import annotations
 
-from pgvector.sqlalchemy import Vector
+from pgvector.sqlalchemy import HALFVEC, Vector
 from sqlalchemy import (
     ARRAY,
     BigInteger,
@@ -29,7 +29,9 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     Uuid,
+    cast,
     func,
+    literal_column,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
@@ -240,17 +242,18 @@ def _memories_table(dimensions: int) -> Table:
         CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),
         CheckConstraint("valid_from IS NULL OR valid_to IS NULL OR valid_from <= valid_to", name="validity"),
         # One HNSW index per vector (the main one, the cross-lingual one) and one GIN index per memory type
-        # (migrations 0008, 0014 and 0002): retrieval always filters by type.
+        # (migrations 0008, 0014 and 0002): retrieval always filters by type. The graphs hold the vectors at half
+        # precision (migration 0019): sql/retrieval.sql orders by the same expression.
         *(
             Index(
                 f"ix_memories_{column}_hnsw_{memory_type}",
-                column,
+                cast(literal_column(column), HALFVEC(size)).label(f"{column}_half"),
                 postgresql_using="hnsw",
-                postgresql_ops={column: "vector_cosine_ops"},
+                postgresql_ops={f"{column}_half": "halfvec_cosine_ops"},
                 postgresql_with={"m": 32, "ef_construction": 128},
                 postgresql_where=text(f"memory_type = '{memory_type}'"),
             )
-            for column in ("embedding", "embedding_xl")
+            for column, size in (("embedding", dimensions), ("embedding_xl", XL_DIMENSIONS))
             for memory_type in MEMORY_TYPES
         ),
         *(

@@ -15,6 +15,7 @@ BM25 alone until they are embedded again. Each is made from the same text format
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -96,8 +97,14 @@ async def _with_new_dimensions(conn: AsyncConnection, redo: Redo, tenants: list[
         text(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(redo.embedder.dimensions)})")
     )
     for _, definition in indexes:
-        await conn.execute(text(definition))
+        await conn.execute(text(_sized(definition, redo.embedder.dimensions)))
     return counts
+
+
+def _sized(index_definition: str, dimensions: int) -> str:
+    """An HNSW index of the main vector made for ``dimensions``: its graph holds ``embedding::halfvec(<size>)``
+    (migration 0019); the cross-lingual vector's keeps its size."""
+    return re.sub(r"(\(embedding\)::halfvec\()\d+\)", rf"\g<1>{int(dimensions)})", index_definition)
 
 
 async def _every_tenant(tenants: list[str], batch: Callable[[str], Awaitable[int]], bar: tqdm) -> dict[str, int]:

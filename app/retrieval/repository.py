@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import TextClause, select, text
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -74,6 +75,8 @@ def search_parameters(
         "tenant_id": tenant,
         "retrieval_mode": mode,
         "embedding": vector_literal(query_vector) if query_vector is not None else None,
+        # The size of the vectors the leg orders by (``hybrid_sql``); with no query vector the leg does not run.
+        "dimensions": len(query_vector) if query_vector is not None else 1,
         "embedding_model": embedding_model,
         "embedding_xl": vector_literal(xl_vector) if xl_vector is not None and query_vector is not None else None,
         "query_language": query_language,
@@ -129,9 +132,21 @@ async def crosses_language(conn: AsyncConnection, tenant: str | None, filters: S
     return bool((await conn.execute(statement("crosses_language"), parameters)).scalar())
 
 
+def hybrid_sql(dimensions: int) -> str:
+    """``hybrid_search`` with the vectors' size written in: the vector leg orders by the HNSW index's expression,
+    ``embedding::halfvec(<dimensions>)`` (migration 0019), and a type's size takes no bind parameter."""
+    return re.sub(r":dimensions\b", str(int(dimensions)), query("hybrid_search"))
+
+
+@functools.cache
+def hybrid_statement(dimensions: int) -> TextClause:
+    """``hybrid_sql`` as a ``text()`` clause, made once per size (``named_sql.statement`` says why)."""
+    return text(hybrid_sql(dimensions))
+
+
 async def hybrid_search(conn: AsyncConnection, parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run ``hybrid_search``; call ``configure_search`` first in the same transaction."""
-    result = await conn.execute(statement("hybrid_search"), parameters)
+    """Run ``hybrid_search`` (``search_parameters``); call ``configure_search`` first in the same transaction."""
+    result = await conn.execute(hybrid_statement(parameters["dimensions"]), parameters)
     return [dict(row) for row in result.mappings()]
 
 
