@@ -200,6 +200,10 @@ class Settings(BaseSettings):
     """Rows each leg of the hybrid query contributes to the fusion."""
     hnsw_ef_search: int = 800
     """Lower bound of hnsw.ef_search; raised to the leg's LIMIT (at most 1000) for each query."""
+    hnsw_small_graph_ef_search: int = 400
+    """hnsw_ef_search where the searched memory type's HNSW graph holds at most ``hnsw_small_graph`` vectors (the
+    index's estimate): a smaller graph is walked as well with a shorter candidate list, in half the time."""
+    hnsw_small_graph: int = 200_000
     hnsw_max_scan_tuples: int = 20000
     """hnsw.max_scan_tuples: how far a filtered iterative HNSW scan may go to fill the leg."""
     bm25_df_budget: int = 10000

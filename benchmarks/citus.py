@@ -235,7 +235,7 @@ def search(conn, settings: Settings, tenant: str, q, grouped: bool, now, mode: s
     """The service's transaction: its role, its tenant, configure_search, then hybrid_search."""
     with conn.begin():
         conn.exec_driver_sql(f"SET LOCAL ROLE {SERVICE_ROLE}; SET LOCAL memsys.tenant_id = '{tenant}'")
-        configure(conn, settings, mode, 20)
+        configure(conn, settings, mode, 20, q.memory_type)
         parameters = parameters_for(settings, q, grouped, now, mode, 20, tenant)
         return [
             dict(row)

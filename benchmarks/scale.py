@@ -286,13 +286,13 @@ def parameters_for(
     )
 
 
-def configure(conn, settings: Settings, mode: str, top_k: int) -> None:
-    conn.exec_driver_sql(repository.search_settings(service.tuning_for(settings, mode, top_k)))
+def configure(conn, settings: Settings, mode: str, top_k: int, memory_type: str) -> None:
+    conn.exec_driver_sql(repository.search_settings(service.tuning_for(settings, mode, top_k), memory_type))
 
 
 def ours(conn, settings: Settings, q: Query, grouped: bool, now, mode: str = "rrf", top_k: int = 20):
     with conn.begin():
-        configure(conn, settings, mode, top_k)
+        configure(conn, settings, mode, top_k, q.memory_type)
         parameters = parameters_for(settings, q, grouped, now, mode, top_k)
         return [
             dict(r) for r in conn.execute(repository.hybrid_statement(parameters["dimensions"]), parameters).mappings()
@@ -323,7 +323,7 @@ def two_round_trips(conn, settings: Settings, q: Query, grouped: bool, now):
     full rows (same SQL legs and session settings as memsys), then RRF in Python."""
     limit = settings.rrf_candidates
     with conn.begin():
-        configure(conn, settings, "rrf", limit)
+        configure(conn, settings, "rrf", limit, q.memory_type)
         legs = [
             [
                 dict(r)
@@ -503,7 +503,8 @@ def ef_search_sweep(engine, settings, queries, now, recall_queries: int, values:
     """``vector_leg`` for each ``hnsw_ef_search`` in ``values``, same queries, one run (the default among them)."""
     rows = []
     for ef_search in values:
-        tuned = settings.model_copy(update={"hnsw_ef_search": ef_search})
+        # at every graph size: the small graphs' value too (configure_search)
+        tuned = settings.model_copy(update={"hnsw_ef_search": ef_search, "hnsw_small_graph_ef_search": ef_search})
         rows += vector_leg(engine, tuned, queries, now, recall_queries, default=ef_search == settings.hnsw_ef_search)
     return rows
 
@@ -541,7 +542,7 @@ def hnsw_before_after(url: str, engine, settings, queries, now, recall_queries: 
     puts them back, also at the next start if this run is stopped before it could."""
     import psycopg
 
-    before = settings.model_copy(update={"hnsw_ef_search": 100})
+    before = settings.model_copy(update={"hnsw_ef_search": 100, "hnsw_small_graph_ef_search": 100})
     after = "one HNSW per memory type (migrations 0008, 0019)"
     rows = vector_leg(engine, settings, queries, now, recall_queries, layout=after)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -583,7 +584,7 @@ def explain(engine, settings, queries, now, size: int, directory: Path = EXPLAIN
         for mode in MODES:
             for grouped in (False, True):
                 with conn.begin():
-                    configure(conn, settings, mode, 20)
+                    configure(conn, settings, mode, 20, q.memory_type)
                     plan = (
                         conn.execute(
                             text("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) " + repository.hybrid_sql(len(q.vector))),

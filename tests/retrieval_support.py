@@ -164,7 +164,7 @@ def explain_analyze(
         engine = tenant_engine(database_url)
         try:
             async with engine.begin() as conn:
-                await repository.configure_search(conn, tuning)
+                await repository.configure_search(conn, tuning, filters.memory_type)
                 statement = text(
                     "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + repository.hybrid_sql(parameters["dimensions"])
                 )

@@ -90,7 +90,9 @@ def test_selective_filter_over_hnsw_still_returns_top_k(settings, database_url):
         engine = tenant_engine(database_url)
         try:
             async with engine.begin() as conn:
-                await repository.configure_search(conn, service.tuning_for(settings, "embedding", 20))
+                await repository.configure_search(
+                    conn, service.tuning_for(settings, "embedding", 20), filters.memory_type
+                )
                 await conn.execute(text("SET LOCAL enable_sort = off"))
                 if not iterative:
                     await conn.execute(text("SET LOCAL hnsw.iterative_scan = off"))

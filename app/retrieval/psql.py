@@ -89,7 +89,7 @@ def script(
         crosses = query("crosses_language").rstrip(";") + " \\gset"
         lines += [crosses, "\\if :crosses", "\\else", "\\set embedding_xl NULL", "\\endif"]
     lines += [
-        repository.search_settings(tuning),
+        repository.search_settings(tuning, parameters["memory_type"]),
         query("hybrid_search"),
         "COMMIT;",
     ]

@@ -48,6 +48,9 @@ class SearchTuning:
     bm25_df_budget: int
     bm25_max_candidates: int
     bm25_exact_max: int
+    small_graph_ef_search: int = 400
+    """hnsw.ef_search where the searched type's graph holds at most ``small_graph`` vectors (``configure_search``)."""
+    small_graph: int = 200_000
 
 
 def vector_literal(vector: list[float]) -> str:
@@ -104,17 +107,24 @@ def search_parameters(
     }
 
 
-def search_settings(tuning: SearchTuning) -> str:
-    """The ``plan_for_values`` and ``configure_search`` statements, the tuning's numbers written in (SET takes no
-    bind parameters)."""
-    numbers = {"ef_search": int(tuning.ef_search), "max_scan_tuples": int(tuning.max_scan_tuples)}
-    hnsw = re.sub(r":(ef_search|max_scan_tuples)\b", lambda match: str(numbers[match[1]]), query("configure_search"))
+def search_settings(tuning: SearchTuning, memory_type: str) -> str:
+    """The ``plan_for_values`` and ``configure_search`` statements, the tuning's numbers and the searched memory type
+    written in (SET takes no bind parameters; several statements in one trip take none either)."""
+    values = {
+        "ef_search": str(int(tuning.ef_search)),
+        "max_scan_tuples": str(int(tuning.max_scan_tuples)),
+        "small_graph_ef_search": str(int(tuning.small_graph_ef_search)),
+        "small_graph": str(int(tuning.small_graph)),
+        "memory_type": "'" + memory_type.replace("'", "''") + "'",
+    }
+    names = "|".join(values)
+    hnsw = re.sub(rf":({names})\b", lambda match: values[match[1]], query("configure_search"))
     return query("plan_for_values") + "\n" + hnsw
 
 
-async def configure_search(conn: AsyncConnection, tuning: SearchTuning) -> None:
-    """SET LOCAL the HNSW and planner settings for the rest of this transaction."""
-    await conn.exec_driver_sql(search_settings(tuning))
+async def configure_search(conn: AsyncConnection, tuning: SearchTuning, memory_type: str) -> None:
+    """SET LOCAL the HNSW and planner settings for the rest of this transaction, for a search of ``memory_type``."""
+    await conn.exec_driver_sql(search_settings(tuning, memory_type))
 
 
 async def crosses_language(conn: AsyncConnection, tenant: str | None, filters: SearchFilters, language: str) -> bool:

