@@ -48,9 +48,9 @@ class SearchTuning:
     bm25_df_budget: int
     bm25_max_candidates: int
     bm25_exact_max: int
-    small_graph_ef_search: int = 400
+    small_graph_ef_search: int
     """hnsw.ef_search where the searched type's graph holds at most ``small_graph`` vectors (``configure_search``)."""
-    small_graph: int = 200_000
+    small_graph: int
 
 
 def vector_literal(vector: list[float]) -> str:
