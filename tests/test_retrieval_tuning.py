@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import numpy as np
+import psycopg
+from sqlalchemy import text
+
+from app.retrieval import repository
 from app.retrieval.service import tuning_for
 from app.settings import Settings
+from tests.retrieval_support import memory, tenant_engine, write
 
 
 def test_rrf_legs_bring_at_least_twice_top_k() -> None:
@@ -19,15 +27,6 @@ def test_rrf_legs_bring_at_least_twice_top_k() -> None:
 def test_a_small_graph_is_searched_with_the_shorter_candidate_list(database_url) -> None:
     """configure_search: hnsw.ef_search is hnsw_small_graph_ef_search where the searched type's graph holds 1 to
     hnsw_small_graph vectors (its index's estimate, kept by ANALYZE), hnsw_ef_search where it holds more or none."""
-    import asyncio
-
-    import numpy as np
-    import psycopg
-    from sqlalchemy import text
-
-    from app.retrieval import repository
-    from tests.retrieval_support import memory, tenant_engine, write
-
     rng = np.random.default_rng(5)
     write(
         database_url,

@@ -192,11 +192,6 @@ async def query_inputs(
     return QueryInputs(vector, crossed, text, language, embedding_ms)
 
 
-def check_mode(mode: str) -> None:
-    if mode not in ("rrf", "embedding", "bm25"):
-        raise InvalidParameter(f"Invalid field retrieval_mode: {mode!r} is not rrf, embedding or bm25")
-
-
 async def search(
     runtime: Runtime,
     *,
@@ -210,7 +205,8 @@ async def search(
 ) -> SearchResult:
     """One hybrid search. ``mode`` is rrf, embedding or bm25; the query is embedded here unless
     ``query_vector`` is given (or the mode is bm25), or ``inputs`` (``query_inputs``) were made already."""
-    check_mode(mode)
+    if mode not in ("rrf", "embedding", "bm25"):
+        raise InvalidParameter(f"Invalid field retrieval_mode: {mode!r} is not rrf, embedding or bm25")
     if inputs is None:
         inputs = await query_inputs(runtime, query, mode, filters, query_vector)
     tuning = tuning_for(runtime.settings, mode, top_k, query)
@@ -273,8 +269,7 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
     if request.data_source == "profile":
         found = SearchResult(memories=await profile(runtime, request.user_id or "", request.group_id))
     else:
-        query, mode = request.query or "", request.retrieval_mode
-        check_mode(mode)
+        query, mode = request.query or "", request.retrieval_mode  # the schema holds mode to the three
         filters = filters_for(request)
         # The time words are read while the query is embedded: the window moves only the time bounds.
         window, inputs = await asyncio.gather(
