@@ -217,10 +217,12 @@ def load(
         conn.execute("SET max_parallel_maintenance_workers = 1")
         # The corpus belongs to the tenant 'default' (new rows take the setting as their tenant_id).
         conn.execute("SET memsys.tenant_id = 'default'")
-        # The migrations' own index definitions, dropped for the load and rebuilt after it.
+        # The migrations' own index definitions, dropped for the load and rebuilt after it; not the MemCell one,
+        # by which the insert trigger finds a participant episode's group copy (migration 0020).
         indexes = dict(
             conn.execute(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories' AND indexname <> 'pk_memories'"
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories' "
+                "AND indexname NOT IN ('pk_memories', 'ix_memories_tenant_id_memcell_id')"
             ).fetchall()
         )
         for name in indexes:

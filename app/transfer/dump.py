@@ -11,7 +11,7 @@ The last line is ``{"type": "end", "rows": N}``: a dump without it was cut short
 
 Rows carry their table's columns by name (docs/export-format.md lists them); times are ISO 8601 with their
 offset, days ``YYYY-MM-DD``, ids strings. Left out: the message's database sequence number, the memories'
-derived search columns (``tsv``, ``doc_len``), the BM25 statistics (triggers rebuild them), API keys (a
+derived columns (``tsv``, ``doc_len``, ``has_group_copy``), the BM25 statistics (triggers rebuild them), API keys (a
 secret of the old server) and the retrieval agent's offloads (scratch of one conversation).
 """
 
@@ -46,7 +46,7 @@ TABLES: dict[str, Table] = {
 }
 """Row types in dump order."""
 
-LEFT_OUT = {"tenant_id", "tsv", "doc_len"}
+LEFT_OUT = {"tenant_id", "tsv", "doc_len", "has_group_copy"}
 _NAME_LIKE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """The longest line an import reads: a memory with a 16,000-dimension vector and its texts fits."""
