@@ -146,3 +146,56 @@ def test_vectors_stay_in_the_row_and_rows_written_before_are_rewritten(empty_dat
         write(conn, 200)
         assert _toasted_bytes(conn, "memories") == 0
         assert conn.execute("SELECT count(*), count(embedding_xl) FROM memories").fetchone() == (400, 400)
+
+
+def test_the_count_behind_a_short_answer_reads_no_memory_row(empty_database: str) -> None:
+    """Migration 0021: ``hidden_counts`` (sql/retrieval.sql) as the service runs it, for a search of episodes in a
+    group without a user, is an index-only scan among 3,000 memories; downgraded to 0020, it reads the rows."""
+    from sqlalchemy import create_engine, text
+
+    from app.db.embedded import sqlalchemy_url
+    from app.db.named_sql import query
+    from app.retrieval import repository, service
+    from app.retrieval.schemas import RetrieveLightweightRequest
+    from app.settings import Settings
+
+    migrate.upgrade(empty_database, 384)
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("SET memsys.tenant_id = 'default'")
+        cell = _memcell(conn)
+        conn.execute(
+            "INSERT INTO memories (memory_type, user_id, group_id, memcell_id, source_message_ids, content, timestamp, "
+            "search_tokens, embedding, embedding_model) SELECT (ARRAY['episode', 'event_log'])[i %% 2 + 1], "
+            "'u' || i %% 7, 'g' || i %% 5, %s, '{}', 'note ' || i, now(), 'note', "
+            "array_fill(0.1, ARRAY[384])::vector, 'm' FROM generate_series(1, 3000) AS i",
+            (cell,),
+        )
+        conn.execute("VACUUM ANALYZE memories")
+    request = RetrieveLightweightRequest.model_validate({"query": "x", "group_id": "g1", "memory_scope": "group"})
+    parameters = repository.search_parameters(
+        tenant="default",
+        mode="embedding",
+        query_vector=None,
+        embedding_model="m",
+        query_tokens="",
+        filters=service.filters_for(request),
+        top_k=0,
+        radius=None,
+        tuning=service.tuning_for(Settings(), "embedding", 1),
+    )
+
+    def plan() -> str:
+        engine = create_engine(sqlalchemy_url(empty_database))
+        try:
+            with engine.begin() as conn:
+                conn.exec_driver_sql("SET LOCAL ROLE memsys_app; SET LOCAL memsys.tenant_id = 'default'")
+                statement = text("EXPLAIN (ANALYZE, COSTS OFF) " + query("hidden_counts"))
+                return "\n".join(conn.execute(statement, {**parameters, "count_limit": 10_000}).scalars())
+        finally:
+            engine.dispose()
+
+    assert "Index Only Scan using ix_memories_tenant_id_memory_type on memories" in plan()
+    assert "Heap Fetches: 0" in plan()
+    migrate.downgrade(empty_database, 384, "0020")
+    assert "Index Only Scan" not in plan()
+    migrate.upgrade(empty_database, 384)
