@@ -500,13 +500,23 @@ def statement_times(engine, tuned: Settings, queries, now, grouped: bool, modes:
 
 
 def ef_search_sweep(engine, settings, queries, now, recall_queries: int, values: list[int]) -> list[dict]:
-    """``vector_leg`` for each ``hnsw_ef_search`` in ``values``, same queries, one run (the default among them)."""
+    """``vector_leg`` for each ``hnsw_ef_search`` in ``values``, same queries, one run (the default among them: the
+    value the service walks the episodes' graph with at this size, ``service_ef_search``)."""
+    default = service_ef_search(engine, settings, "episode")
     rows = []
     for ef_search in values:
         # at every graph size: the small graphs' value too (configure_search)
         tuned = settings.model_copy(update={"hnsw_ef_search": ef_search, "hnsw_small_graph_ef_search": ef_search})
-        rows += vector_leg(engine, tuned, queries, now, recall_queries, default=ef_search == settings.hnsw_ef_search)
+        rows += vector_leg(engine, tuned, queries, now, recall_queries, default=ef_search == default)
     return rows
+
+
+def service_ef_search(engine, settings, memory_type: str) -> int:
+    """The ``hnsw.ef_search`` that ``configure_search`` sets for a search of ``memory_type`` on this table (a small
+    graph is walked with ``hnsw_small_graph_ef_search``)."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(repository.search_settings(service.tuning_for(settings, "embedding", 20), memory_type))
+        return int(conn.exec_driver_sql("SHOW hnsw.ef_search").scalar())
 
 
 def bm25_sweep(engine, settings, queries, now, recall_queries: int, bounds: list[tuple[int, int]]) -> list[dict]:

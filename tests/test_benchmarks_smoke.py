@@ -201,7 +201,7 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
             sys.executable, "-m", "benchmarks.scale", "--size", "3000", "--anchors", "100", "--queries", "8",
             "--recall-queries", "6", "--clients", "1", "--shared-buffers", "128MB", "--hnsw-before-after",
             "--http-before", "MEMSYS_HNSW_EF_SEARCH=400,MEMSYS_EMBEDDING_RUNTIME=torch",
-            "--ef-search", "40,800", "--bm25-bounds", "10:100,1000:10000", "--out", str(tmp_path),
+            "--ef-search", "40,400", "--bm25-bounds", "10:100,1000:10000", "--out", str(tmp_path),
             "--explain-dir", str(tmp_path / "explain"),
         ],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
@@ -216,7 +216,8 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
     assert len(layouts) == 2 and len(results["hnsw_before_after"]) == 4
     assert all(0.0 <= row["recall_at_20"] <= 1.0 for row in results["hnsw_before_after"])
     swept = [(row["ef_search"], row["filter"], row["default"]) for row in results["ef_search_sweep"]]
-    assert swept == [(40, "none", False), (40, "group_id", False), (800, "none", True), (800, "group_id", True)]
+    # 3,000 memories: a small graph, walked with hnsw_small_graph_ef_search (400), the default row
+    assert swept == [(40, "none", False), (40, "group_id", False), (400, "none", True), (400, "group_id", True)]
     bounds = [(row["max_candidates"], row["filter"], row["default"]) for row in results["bm25_bounds_sweep"]]
     assert bounds == [(10, "none", False), (10, "group_id", False), (1000, "none", True), (1000, "group_id", True)]
     assert all(0.0 <= row["recall_at_20"] <= 1.0 for row in results["bm25_bounds_sweep"])
