@@ -8,6 +8,7 @@ import asyncio
 import uuid
 
 import psycopg
+import pytest
 
 from app.db import migrate
 from app.db.tables import memcells
@@ -63,6 +64,7 @@ def _found(client, **body) -> set[tuple[str | None, str | None]]:
     return {(m["user_id"], m["group_id"]) for m in retrieve(client, **QUERY, **body)["memories"]}
 
 
+@pytest.mark.citus
 def test_the_groups_copy_written_first_stands_for_its_participants(client, database_url):
     # As formation writes a group conversation's episode: the group's copy first, in the same statement.
     _write(database_url, [[(None, "g1", "a"), ("u1", "g1", "a"), ("u2", "g1", "a")]])
@@ -72,17 +74,20 @@ def test_the_groups_copy_written_first_stands_for_its_participants(client, datab
     assert _found(client, participant_copies=True) == {(None, "g1"), ("u1", "g1"), ("u2", "g1")}
 
 
+@pytest.mark.citus
 def test_copies_written_before_the_groups_copy_are_left_out_after_it(client, database_url):
     _write(database_url, [[("u1", "g1", "a")], [("u2", "g1", "a"), (None, "g1", "a"), ("u3", "g1", "a")]])
     assert _found(client) == {(None, "g1")}
 
 
+@pytest.mark.citus
 def test_a_participants_episode_without_a_groups_copy_is_found_without_a_user(client, database_url):
     # Another MemCell's group copy does not stand for it, nor does a personal episode (no group).
     _write(database_url, [[(None, "g1", "a"), ("u1", "g1", "b"), ("u2", None, "a")]])
     assert _found(client) == {(None, "g1"), ("u1", "g1"), ("u2", None)}
 
 
+@pytest.mark.citus
 def test_deleting_the_groups_copy_brings_its_participants_copies_back(client, database_url):
     group_copy, *_ = _write(database_url, [[(None, "g1", "a"), ("u1", "g1", "a"), ("u2", "g1", "a")]])
     assert _found(client) == {(None, "g1")}

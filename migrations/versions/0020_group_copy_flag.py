@@ -33,7 +33,9 @@ down_revision = "0019"
 branch_labels = None
 depends_on = None
 
-TRIGGERS = """
+# One statement each: on Citus each is propagated to the workers as its own command.
+TRIGGERS = (
+    """
 CREATE FUNCTION memsys_group_copy_row() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     NEW.has_group_copy := EXISTS (
@@ -41,8 +43,8 @@ BEGIN
         WHERE g.tenant_id = NEW.tenant_id AND g.memcell_id = NEW.memcell_id
           AND g.memory_type = 'episode' AND g.user_id IS NULL);
     RETURN NEW;
-END $$;
-
+END $$""",
+    """
 CREATE FUNCTION memsys_group_copy_added() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     tenant text;
@@ -57,8 +59,8 @@ BEGIN
           AND p.memory_type = 'episode' AND p.user_id IS NOT NULL AND p.group_id IS NOT NULL;
     END LOOP;
     RETURN NULL;
-END $$;
-
+END $$""",
+    """
 CREATE FUNCTION memsys_group_copy_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     tenant text;
@@ -75,16 +77,18 @@ BEGIN
                             AND g.memory_type = 'episode' AND g.user_id IS NULL);
     END LOOP;
     RETURN NULL;
-END $$;
-
+END $$""",
+    """
 CREATE TRIGGER memories_group_copy_row BEFORE INSERT ON memories FOR EACH ROW
     WHEN (NEW.memory_type = 'episode' AND NEW.user_id IS NOT NULL AND NEW.group_id IS NOT NULL)
-    EXECUTE FUNCTION memsys_group_copy_row();
+    EXECUTE FUNCTION memsys_group_copy_row()""",
+    """
 CREATE TRIGGER memories_group_copy_insert AFTER INSERT ON memories
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memsys_group_copy_added();
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memsys_group_copy_added()""",
+    """
 CREATE TRIGGER memories_group_copy_delete AFTER DELETE ON memories
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memsys_group_copy_removed();
-"""
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memsys_group_copy_removed()""",
+)
 
 BACKFILL = """
 UPDATE memories p SET has_group_copy = true
@@ -103,7 +107,8 @@ def upgrade() -> None:
     op.add_column("memories", sa.Column("has_group_copy", sa.Boolean(), nullable=False, server_default=sa.false()))
     if _citus():
         op.execute("SET LOCAL citus.enable_unsafe_triggers = on")
-    op.execute(TRIGGERS)
+    for statement in TRIGGERS:
+        op.execute(statement)
     for (tenant,) in op.get_bind().exec_driver_sql("SELECT tenant_id FROM tenants ORDER BY 1").all():
         quoted = tenant.replace("'", "''")
         op.execute(f"SET LOCAL memsys.tenant_id = '{quoted}'")
