@@ -49,6 +49,20 @@ def memory(
     )
 
 
+MEMCELL = {
+    "stream_kind": "group",
+    "stream_id": "g1",
+    "group_id": "g1",
+    "start_time": NOW,
+    "end_time": NOW,
+    "message_ids": ["m1"],
+    "participants": ["u1"],
+    "boundary_reason": "test",
+    "extraction_mode": "offline",
+}
+"""A MemCell's row for the memories a test writes (the foreign key wants one)."""
+
+
 def tenant_engine(database_url: str, tenant: str = "default"):
     """An engine of the service's role (row-level security holds) whose transactions belong to ``tenant``."""
     from app.db.engine import service_database_url
@@ -72,20 +86,7 @@ def write(database_url: str, new: list[NewMemory], batch: int = 2000, tenant: st
                     (
                         await conn.execute(
                             memcells.insert().returning(memcells.c.id, sort_by_parameter_order=True),
-                            [
-                                {
-                                    "stream_kind": "group",
-                                    "stream_id": "g1",
-                                    "group_id": "g1",
-                                    "start_time": NOW,
-                                    "end_time": NOW,
-                                    "message_ids": ["m1"],
-                                    "participants": ["u1"],
-                                    "boundary_reason": "test",
-                                    "extraction_mode": "offline",
-                                }
-                                for _ in new
-                            ],
+                            [MEMCELL for _ in new],
                         )
                     )
                     .scalars()

@@ -14,7 +14,7 @@ from app.db import migrate
 from app.db.tables import memcells
 from app.memories.repository import insert_memories
 from tests.conftest import recreate_database
-from tests.retrieval_support import NOW, memory, retrieve, tenant_engine
+from tests.retrieval_support import MEMCELL, memory, retrieve, tenant_engine
 
 OFFSITE = "The team offsite in Lisbon is booked for the second week of May"
 QUERY = {"query": "Lisbon offsite", "retrieval_mode": "bm25", "top_k": 10}
@@ -34,20 +34,7 @@ def _write(database_url: str, statements: list[list[tuple[str | None, str | None
                     for _, _, key in rows:
                         if key not in cells:
                             cells[key] = (
-                                await conn.execute(
-                                    memcells.insert().returning(memcells.c.id),
-                                    {
-                                        "stream_kind": "group",
-                                        "stream_id": "g1",
-                                        "group_id": "g1",
-                                        "start_time": NOW,
-                                        "end_time": NOW,
-                                        "message_ids": ["m1"],
-                                        "participants": ["u1", "u2"],
-                                        "boundary_reason": "test",
-                                        "extraction_mode": "offline",
-                                    },
-                                )
+                                await conn.execute(memcells.insert().returning(memcells.c.id), MEMCELL)
                             ).scalar_one()
                     new = [memory(OFFSITE, [0.1] * 384, user_id=user, group_id=group) for user, group, _ in rows]
                     for item, (_, _, key) in zip(new, rows, strict=True):
