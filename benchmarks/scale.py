@@ -515,7 +515,7 @@ def service_ef_search(engine, settings, memory_type: str) -> int:
     """The ``hnsw.ef_search`` that ``configure_search`` sets for a search of ``memory_type`` on this table (a small
     graph is walked with ``hnsw_small_graph_ef_search``)."""
     with engine.begin() as conn:
-        conn.exec_driver_sql(repository.search_settings(service.tuning_for(settings, "embedding", 20), memory_type))
+        configure(conn, settings, "embedding", 20, memory_type)
         return int(conn.exec_driver_sql("SHOW hnsw.ef_search").scalar())
 
 

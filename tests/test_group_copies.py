@@ -7,13 +7,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import psycopg
 import pytest
 
-from app.db import migrate
 from app.db.tables import memcells
 from app.memories.repository import insert_memories
-from tests.conftest import recreate_database
 from tests.retrieval_support import MEMCELL, memory, retrieve, tenant_engine
 
 OFFSITE = "The team offsite in Lisbon is booked for the second week of May"
@@ -81,45 +78,3 @@ def test_deleting_the_groups_copy_brings_its_participants_copies_back(client, da
     answer = client.request("DELETE", "/api/v0/memories", params={"memory_id": group_copy})
     assert answer.status_code == 200 and answer.json()["result"]["count"] == 1
     assert _found(client) == {("u1", "g1"), ("u2", "g1")}
-
-
-def test_the_migration_marks_the_copies_written_before_it(server_url: str) -> None:
-    url = recreate_database(server_url, "memsys_group_copies_test")
-    migrate.upgrade(url, 384, "0019")
-    with psycopg.connect(url) as conn:
-        conn.execute("SET memsys.tenant_id = 'default'")
-        cells = [
-            conn.execute(
-                "INSERT INTO memcells (stream_kind, stream_id, start_time, end_time, message_ids, participants, "
-                "boundary_reason, extraction_mode) VALUES ('group', 'g', now(), now(), '{}', '{}', 't', 'offline') "
-                "RETURNING id"
-            ).fetchone()[0]
-            for _ in range(2)
-        ]
-        # MemCell 0 holds the group's copy; MemCell 1 does not.
-        for user, cell, memory_type in [
-            ("u1", 0, "episode"),
-            (None, 0, "episode"),
-            ("u2", 0, "episode"),
-            ("u1", 0, "event_log"),
-            ("u3", 1, "episode"),
-        ]:
-            conn.execute(
-                "INSERT INTO memories (memory_type, user_id, group_id, memcell_id, source_message_ids, content, "
-                "timestamp, search_tokens, embedding, embedding_model) VALUES (%s, %s, 'g1', %s, '{}', 'x', now(), "
-                "'x', array_fill(0.1, ARRAY[384])::vector, 'm')",
-                (memory_type, user, cells[cell]),
-            )
-    migrate.upgrade(url, 384)
-    with psycopg.connect(url) as conn:
-        conn.execute("SET memsys.tenant_id = 'default'")
-        marked = conn.execute(
-            "SELECT memory_type, user_id, has_group_copy FROM memories ORDER BY memory_type, user_id NULLS FIRST"
-        ).fetchall()
-    assert marked == [
-        ("episode", None, False),
-        ("episode", "u1", True),
-        ("episode", "u2", True),
-        ("episode", "u3", False),
-        ("event_log", "u1", False),
-    ]
