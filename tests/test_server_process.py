@@ -12,7 +12,15 @@ import httpx
 import psycopg
 import pytest
 
-from app.db.embedded import stop_embedded
+from app.db.embedded import (
+    available_memory_bytes,
+    embedded_database_url,
+    libpq_url,
+    release_embedded,
+    shared_buffers_mb,
+    start_again,
+    stop_embedded,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,6 +71,29 @@ def test_serve_on_the_embedded_default_keeps_data_across_restarts(server_process
         assert stop_embedded(data_dir)  # db-url left it running for psql; the test must not leave it behind
     finally:
         server.stop()
+        stop_embedded(data_dir)
+
+
+def _shared_buffers_mb(url: str) -> tuple[int, str]:
+    with psycopg.connect(url) as conn:
+        pages, source = conn.execute(
+            "SELECT setting::bigint, sourcefile FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()
+    return pages * 8 // 1024, Path(source).name
+
+
+def test_the_embedded_server_caches_a_quarter_of_the_memory_unless_alter_system_says_otherwise(tmp_path: Path) -> None:
+    assert (shared_buffers_mb(2**28), shared_buffers_mb(2**31), shared_buffers_mb(2**36)) == (128, 512, 8192)
+    data_dir = tmp_path / "memsys-data"
+    try:
+        url = libpq_url(embedded_database_url(data_dir))
+        assert _shared_buffers_mb(url) == (shared_buffers_mb(available_memory_bytes()), "memsys.conf")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET shared_buffers = '200MB'")
+        assert stop_embedded(data_dir) and start_again(data_dir)
+        assert _shared_buffers_mb(libpq_url(embedded_database_url(data_dir))) == (200, "postgresql.auto.conf")
+    finally:
+        release_embedded(data_dir)
         stop_embedded(data_dir)
 
 
