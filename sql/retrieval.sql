@@ -296,14 +296,19 @@ bm25_terms AS MATERIALIZED (
     WHERE t.df > 0
 ),
 -- Without exactness, candidates come from the GIN index, at most :bm25_max_candidates of them, best first:
--- memories with every query term (GIN's fast scan makes this cheap when one term is rare; they score highest),
--- then memories with the query's rarer terms: terms taken rarest first while their summed document frequency
--- stays within :bm25_df_budget. A term found in more memories than that is too common to make a memory a
--- candidate by itself (its posting list would cost more to read than the whole query), but it still scores
--- the candidates. Below both bounds (small tenants) the leg is exact BM25 too.
+-- memories with every query term (GIN's fast scan makes this cheap when one term is rare; they score highest);
+-- then every memory with the rarest terms, taken rarest first while their summed document frequency stays within
+-- :bm25_max_candidates (the terms that weigh most: none of their memories is left out); then memories with the
+-- rarer terms after those, while the sum stays within :bm25_df_budget, as many as the bound leaves room for.
+-- A term found in more memories than the budget is too common to make a memory a candidate by itself (its posting
+-- list would cost more to read than the whole query), but it still scores the candidates. Below both bounds
+-- (small tenants) the leg is exact BM25 too.
 bm25_query AS MATERIALIZED (
     SELECT
         to_tsquery('simple', string_agg(quote_literal(term), ' & ')) AS all_terms,
+        to_tsquery('simple', string_agg(quote_literal(term), ' | ')
+                             FILTER (WHERE df_through <= least(:bm25_max_candidates, :bm25_df_budget)))
+            AS rarest_terms,
         to_tsquery('simple', string_agg(quote_literal(term), ' | ')
                              FILTER (WHERE (SELECT exact FROM bm25_corpus) OR df_through <= :bm25_df_budget))
             AS rare_terms,
@@ -331,8 +336,22 @@ bm25_candidates AS MATERIALIZED (
         UNION ALL
         (SELECT m.id, m.doc_len, m.tsv
          FROM memories m
+         WHERE m.tsv @@ (SELECT rarest_terms FROM bm25_query)
+           AND NOT m.tsv @@ (SELECT all_terms FROM bm25_query)
+           AND m.tenant_id = :tenant_id
+           AND m.memory_type = :memory_type
+           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+           AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE
+           AND (CAST(:valid_on AS date) IS NULL
+                OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
+        UNION ALL
+        (SELECT m.id, m.doc_len, m.tsv
+         FROM memories m
          WHERE m.tsv @@ (SELECT rare_terms FROM bm25_query)
            AND NOT m.tsv @@ (SELECT all_terms FROM bm25_query)
+           AND NOT coalesce(m.tsv @@ (SELECT rarest_terms FROM bm25_query), false)
            AND m.tenant_id = :tenant_id
            AND m.memory_type = :memory_type
            AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)

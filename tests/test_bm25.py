@@ -142,6 +142,18 @@ def test_candidate_cap_takes_memories_with_every_term_first(settings, database_u
     assert found.memories[0]["bm25"] == pytest.approx(exact[5], abs=1e-6)
 
 
+def test_every_memory_with_the_rarest_terms_is_a_candidate_before_those_of_commoner_ones(settings, database_url):
+    """Written first, six memories with 'lantern' come first in the table; the two with 'zebra' (the rarer term)
+    are candidates all the same, and one 'lantern' memory fills the third place."""
+    lantern = [f"The lantern number {i} hangs in the hall." for i in range(6)]
+    zebra = ["A zebra crossed the road.", "The zebra at the zoo is old."]
+    rows = write(database_url, [memory(text, UNIT, user_id="u1") for text in lantern + zebra])
+    capped = settings.model_copy(update={"bm25_max_candidates": 3})
+    found = search(capped, database_url, query="zebra lantern", filters=window(), top_k=100, mode="bm25")
+    ids = [m["id"] for m in found.memories]
+    assert len(ids) == 3 and {rows[6]["id"], rows[7]["id"]} <= set(ids)
+
+
 OTHER_GROUP = [f"Budget line {i}: the budget of team {i} for the budget year." for i in range(30)]
 
 
