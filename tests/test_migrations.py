@@ -16,6 +16,7 @@ from app.retrieval import repository, service
 from app.retrieval.schemas import RetrieveLightweightRequest
 from app.settings import Settings
 from tests.conftest import recreate_database
+from tests.retrieval_support import explain_analyze
 
 
 @pytest.fixture
@@ -117,6 +118,41 @@ def test_full_text_matches_can_use_their_gin_index_under_row_level_security(empt
     assert "ix_memories_tsv_episode" in plan()
     migrate.downgrade(empty_database, 384, "0008")
     assert "ix_memories_tsv_episode" not in plan() and "Seq Scan on memories" in plan()
+    migrate.upgrade(empty_database, 384)
+
+
+def test_an_episode_search_without_a_user_finds_its_bm25_candidates_among_the_episodes_it_shows(
+    empty_database: str,
+) -> None:
+    """Migration 0022: the BM25 leg of a search of episodes without a user, as the service runs it, reads the GIN
+    index of the episodes it can show (no participant's copy of a group's) among 3,000 episodes, 2,700 of them such
+    copies; downgraded to 0021, the index of every episode, and the copies' rows with it."""
+    migrate.upgrade(empty_database, 384)
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("SET memsys.tenant_id = 'default'")
+        cell = _memcell(conn)
+        conn.execute(
+            "INSERT INTO memories (memory_type, user_id, group_id, memcell_id, source_message_ids, content, timestamp, "
+            "search_tokens, embedding, embedding_model) SELECT 'episode', CASE WHEN i > 300 THEN 'u' || i %% 7 END, "
+            "'g', %s, '{}', 'note ' || i, now(), 'note word' || i %% 50, array_fill(0.1, ARRAY[384])::vector, 'm' "
+            "FROM generate_series(1, 3000) AS i",
+            (cell,),
+        )
+        assert conn.execute("SELECT count(*) FROM memories WHERE has_group_copy").fetchone()[0] == 2700
+        conn.execute("VACUUM ANALYZE memories")
+    settings = Settings(database_url=empty_database)
+    filters = service.filters_for(
+        RetrieveLightweightRequest.model_validate({"query": "word7", "data_source": "episode"})
+    )
+
+    def plan() -> str:
+        return explain_analyze(settings, empty_database, query="word7", filters=filters)
+
+    assert filters.one_copy and "Bitmap Index Scan on ix_memories_tsv_episode_one_copy" in plan()
+    migrate.downgrade(empty_database, 384, "0021")
+    assert (
+        "ix_memories_tsv_episode_one_copy" not in plan() and "Bitmap Index Scan on ix_memories_tsv_episode " in plan()
+    )
     migrate.upgrade(empty_database, 384)
 
 

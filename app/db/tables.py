@@ -269,6 +269,14 @@ def _memories_table(dimensions: int) -> Table:
             )
             for memory_type in MEMORY_TYPES
         ),
+        # The episodes a search without a user shows (not a participant's copy of a group's): its BM25 candidates
+        # without reading the copies it leaves out (migration 0022).
+        Index(
+            "ix_memories_tsv_episode_one_copy",
+            "tsv",
+            postgresql_using="gin",
+            postgresql_where=text("memory_type = 'episode' AND NOT has_group_copy"),
+        ),
         Index(None, "tenant_id", "memory_type", "group_id", "timestamp"),
         Index(None, "tenant_id", "memory_type", "user_id", "timestamp"),
         Index(None, "tenant_id", "memcell_id"),
