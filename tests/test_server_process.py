@@ -74,7 +74,7 @@ def test_serve_on_the_embedded_default_keeps_data_across_restarts(server_process
         stop_embedded(data_dir)
 
 
-def _shared_buffers_mb(url: str) -> tuple[int, str]:
+def _shared_buffers_in_effect(url: str) -> tuple[int, str]:
     with psycopg.connect(url) as conn:
         pages, source = conn.execute(
             "SELECT setting::bigint, sourcefile FROM pg_settings WHERE name = 'shared_buffers'"
@@ -87,11 +87,11 @@ def test_the_embedded_server_caches_a_quarter_of_the_memory_unless_alter_system_
     data_dir = tmp_path / "memsys-data"
     try:
         url = libpq_url(embedded_database_url(data_dir))
-        assert _shared_buffers_mb(url) == (shared_buffers_mb(available_memory_bytes()), "memsys.conf")
+        assert _shared_buffers_in_effect(url) == (shared_buffers_mb(available_memory_bytes()), "memsys.conf")
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("ALTER SYSTEM SET shared_buffers = '200MB'")
         assert stop_embedded(data_dir) and start_again(data_dir)
-        assert _shared_buffers_mb(libpq_url(embedded_database_url(data_dir))) == (200, "postgresql.auto.conf")
+        assert _shared_buffers_in_effect(libpq_url(embedded_database_url(data_dir))) == (200, "postgresql.auto.conf")
     finally:
         release_embedded(data_dir)
         stop_embedded(data_dir)

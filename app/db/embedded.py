@@ -121,6 +121,7 @@ def start_again(data_dir: Path) -> bool:
     with server._lock:  # noqa: SLF001  pgserver's own inter-process lock, as its start() takes it
         if postmaster_pid(data_dir) is not None:
             return False
+        write_server_settings(server.pgdata)
         server.ensure_postgres_running()
     return True
 
