@@ -69,7 +69,10 @@ async def _taken(slots: asyncio.Semaphore, deadline: float, refused: Callable[[]
 async def slot(slots: asyncio.Semaphore, wait_s: float, refused: Callable[[], Exception]) -> AsyncIterator[None]:
     """Hold one of ``slots`` while inside; ``refused()`` is raised when none frees within ``wait_s``."""
     try:
-        await asyncio.wait_for(slots.acquire(), wait_s)
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation (the request's deadline)
+        # that arrives in the turn the slot is granted, and the caller goes on with it.
+        async with asyncio.timeout(wait_s):
+            await slots.acquire()
     except TimeoutError:
         raise refused() from None
     try:

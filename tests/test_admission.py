@@ -5,6 +5,7 @@ a request over its deadline, and the browser checks (Host, Origin, Content-Type)
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import socket
 import time
 from collections.abc import Iterator
@@ -233,3 +234,50 @@ def test_a_refusal_in_front_of_the_inspector_carries_its_security_headers(server
     assert answer.status_code == 403
     assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
     assert answer.headers["x-frame-options"] == "DENY" and answer.headers["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.parametrize(("size", "share"), [(1, 1.0), (2, 0.5)])
+def test_a_request_cancelled_while_its_slot_frees_does_not_go_on(size, share):
+    """The deadline (or a client gone) cancels a request while it waits for a slot (an LLM call's, a search's):
+    a call cancelled before it ran does not run, in whichever turn of the loop after the slot frees the
+    cancellation comes (``asyncio.wait_for`` of Python 3.11 returned the slot and dropped a cancellation that came
+    as it was granted: the LLM call ran to its end, a 200 after 12 s where the deadline said 504 at 2 s)."""
+    import asyncio
+
+    from app.concurrency import PRINCIPAL, Slots
+
+    async def scenario(turns: int) -> tuple[bool, bool]:
+        PRINCIPAL.set("key")  # one key: with a share of 0.5 it holds one of the two slots at a time
+        slots = Slots(size, share)
+        gate = asyncio.Event()
+        went_on = False
+
+        async def holder() -> None:
+            async with slots.slot(5, lambda: RuntimeError("refused")):
+                await gate.wait()
+
+        async def call() -> None:
+            nonlocal went_on
+            async with slots.slot(5, lambda: RuntimeError("refused")):
+                went_on = True
+
+        holding = asyncio.create_task(holder())
+        await asyncio.sleep(0)
+        task = asyncio.create_task(call())
+        await asyncio.sleep(0)  # the call waits for the slot the holder has
+        gate.set()
+        for _ in range(turns):  # the holder gives its slot to the call; the call's deadline comes this many turns on
+            await asyncio.sleep(0)
+        cancelled = task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await holding
+        PRINCIPAL.set(None)  # every slot is free again: as many calls as slots hold them at once
+        async with contextlib.AsyncExitStack() as stack:
+            for _ in range(size):
+                await stack.enter_async_context(slots.slot(0.1, lambda: RuntimeError("a slot was kept")))
+        return cancelled, went_on
+
+    outcomes = [asyncio.run(scenario(turns)) for turns in range(6)]
+    assert [went_on for cancelled, went_on in outcomes] == [not cancelled for cancelled, went_on in outcomes]
+    assert {went_on for _, went_on in outcomes} == {True, False}  # both: cancelled in time, and finished first

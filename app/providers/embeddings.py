@@ -224,9 +224,8 @@ class LocalEmbedder:
         for attempt in range(2):
             worker = self._pool
             try:
-                return await asyncio.wait_for(
-                    loop.run_in_executor(worker, _worker_encode, texts, self._batch_size, role), self._timeout_s
-                )
+                async with asyncio.timeout(self._timeout_s):  # not wait_for: see app.concurrency.slot
+                    return await loop.run_in_executor(worker, _worker_encode, texts, self._batch_size, role)
             except (BrokenProcessPool, TimeoutError) as exc:
                 died = "died" if isinstance(exc, BrokenProcessPool) else f"did not answer in {self._timeout_s:g}s"
                 log.warning("The local embedding worker process %s; starting a new one", died)
