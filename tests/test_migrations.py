@@ -260,7 +260,8 @@ def test_the_count_behind_a_short_answer_reads_no_memory_row(empty_database: str
             with engine.begin() as conn:
                 conn.exec_driver_sql("SET LOCAL ROLE memsys_app; SET LOCAL memsys.tenant_id = 'default'")
                 statement = text("EXPLAIN (ANALYZE, COSTS OFF) " + query("hidden_counts"))
-                return "\n".join(conn.execute(statement, {**parameters, "count_limit": 10_000}).scalars())
+                bounds = {"count_limit": service.HIDDEN_COUNT_LIMIT, "others_limit": service.OTHER_SCOPES_LIMIT}
+                return "\n".join(conn.execute(statement, {**parameters, **bounds}).scalars())
         finally:
             engine.dispose()
 

@@ -174,7 +174,10 @@ async def latest_profiles(conn: AsyncConnection, user_id: str, group_id: str | N
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
 
 
-async def hidden_counts(conn: AsyncConnection, parameters: dict[str, Any], count_limit: int) -> dict[str, int]:
+async def hidden_counts(
+    conn: AsyncConnection, parameters: dict[str, Any], count_limit: int, others_limit: int
+) -> dict[str, int]:
     """``hidden_counts``: memories of the searched type each filter left out (``search_parameters``' filters)."""
-    result = await conn.execute(statement("hidden_counts"), {**parameters, "count_limit": count_limit})
+    bounds = {"count_limit": count_limit, "others_limit": others_limit}
+    result = await conn.execute(statement("hidden_counts"), {**parameters, **bounds})
     return dict(result.mappings().one())

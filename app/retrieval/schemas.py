@@ -114,7 +114,8 @@ class RetrievalMetadata(BaseModel):
     hidden: dict[str, int] | None = Field(
         default=None,
         description="Only when fewer than top_k memories came back and filters left some out: how many, by filter "
-        "(outside_time_range, other_scopes, below_radius; counted_up_to when counting stopped early)",
+        "(outside_time_range, other_scopes up to 100, below_radius; counted_up_to when the scope's counts stopped "
+        "early)",
     )
 
 

@@ -323,8 +323,11 @@ async def _none() -> None:
 
 
 HIDDEN_COUNT_LIMIT = 10_000
-"""``hidden`` reads at most this many memories of the tenant's type: an explanation stays cheap at any scale (a
-short answer is common in a small group, and every one pays for this count)."""
+"""``hidden`` reads at most this many memories of the scope, and as many of the tenant's type to find other scopes':
+an explanation stays cheap at any scale (a short answer is common in a small group, and every one pays for it)."""
+OTHER_SCOPES_LIMIT = 100
+"""``other_scopes`` counts up to this many (the advice then says "at least"): in a tenant of many users or groups
+they are found among the first memories read."""
 
 
 async def hidden(
@@ -345,7 +348,7 @@ async def hidden(
         tuning=tuning_for(runtime.settings, "embedding", 1),
     )
     async with runtime.engine.connect() as conn:
-        counts = await repository.hidden_counts(conn, parameters, HIDDEN_COUNT_LIMIT)
+        counts = await repository.hidden_counts(conn, parameters, HIDDEN_COUNT_LIMIT, OTHER_SCOPES_LIMIT)
     leg_limit = tuning_for(runtime.settings, "rrf", 1).leg_limit
     seen = min(counts["in_filters"], leg_limit)
     result = {
@@ -369,8 +372,9 @@ def hidden_advice(hidden: dict[str, int], memory_type: str, time_range_days: int
             f"(time_range_days={time_range_days}, current_time): leave time_range_days out to search all time"
         )
     if hidden.get("other_scopes"):
+        at_least = "at least " if hidden["other_scopes"] >= OTHER_SCOPES_LIMIT else ""
         parts.append(
-            f"{hidden['other_scopes']} are of other users or groups than user_id/group_id (memory_scope): "
+            f"{at_least}{hidden['other_scopes']} are of other users or groups than user_id/group_id (memory_scope): "
             "check the ids, or drop a filter"
         )
     if hidden.get("below_radius"):
