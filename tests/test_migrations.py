@@ -63,9 +63,10 @@ def test_indexes_the_retrieval_needs_exist(empty_database: str) -> None:
     assert not [name for name in indexes if name == "ix_memories_embedding_hnsw"]  # replaced by 0008
     for memory_type in ("episode", "event_log", "semantic_memory"):  # one partial HNSW (0008) and GIN (0002) per type
         where = f"WHERE (memory_type = '{memory_type}'::text)"
-        for column, size in (("embedding", 384), ("embedding_xl", 512)):  # of half-precision vectors (0019)
+        # of half-precision vectors (0019), m 48 and ef_construction 200 (0023)
+        for column, size in (("embedding", 384), ("embedding_xl", 512)):
             assert (
-                f"USING hnsw ((({column})::halfvec({size})) halfvec_cosine_ops) WITH (m='32', ef_construction='128') "
+                f"USING hnsw ((({column})::halfvec({size})) halfvec_cosine_ops) WITH (m='48', ef_construction='200') "
                 f"{where}" in indexes[f"ix_memories_{column}_hnsw_{memory_type}"]
             )
         assert f"USING gin (tsv) {where}" in indexes[f"ix_memories_tsv_{memory_type}"]

@@ -247,14 +247,15 @@ def _memories_table(dimensions: int) -> Table:
         CheckConstraint("valid_from IS NULL OR valid_to IS NULL OR valid_from <= valid_to", name="validity"),
         # One HNSW index per vector (the main one, the cross-lingual one) and one GIN index per memory type
         # (migrations 0008, 0014 and 0002): retrieval always filters by type. The graphs hold the vectors at half
-        # precision (migration 0019): sql/retrieval.sql orders by the same expression.
+        # precision (migration 0019): sql/retrieval.sql orders by the same expression. m 48, ef_construction 200
+        # (migration 0023).
         *(
             Index(
                 f"ix_memories_{column}_hnsw_{memory_type}",
                 cast(literal_column(column), HALFVEC(size)).label(f"{column}_half"),
                 postgresql_using="hnsw",
                 postgresql_ops={f"{column}_half": "halfvec_cosine_ops"},
-                postgresql_with={"m": 32, "ef_construction": 128},
+                postgresql_with={"m": 48, "ef_construction": 200},
                 postgresql_where=text(f"memory_type = '{memory_type}'"),
             )
             for column, size in (("embedding", dimensions), ("embedding_xl", XL_DIMENSIONS))
