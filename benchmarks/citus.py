@@ -237,10 +237,7 @@ def search(conn, settings: Settings, tenant: str, q, grouped: bool, now, mode: s
         conn.exec_driver_sql(f"SET LOCAL ROLE {SERVICE_ROLE}; SET LOCAL memsys.tenant_id = '{tenant}'")
         configure(conn, settings, mode, 20, q.memory_type)
         parameters = parameters_for(settings, q, grouped, now, mode, 20, tenant)
-        return [
-            dict(row)
-            for row in conn.execute(repository.hybrid_statement(parameters["dimensions"]), parameters).mappings()
-        ]
+        return [dict(row) for row in conn.execute(repository.hybrid_statement(parameters), parameters).mappings()]
 
 
 def retrieval(url: str, settings: Settings, queries: dict, now) -> tuple[list[dict], dict]:

@@ -294,9 +294,7 @@ def ours(conn, settings: Settings, q: Query, grouped: bool, now, mode: str = "rr
     with conn.begin():
         configure(conn, settings, mode, top_k, q.memory_type)
         parameters = parameters_for(settings, q, grouped, now, mode, top_k)
-        return [
-            dict(r) for r in conn.execute(repository.hybrid_statement(parameters["dimensions"]), parameters).mappings()
-        ]
+        return [dict(r) for r in conn.execute(repository.hybrid_statement(parameters), parameters).mappings()]
 
 
 def canonical(conn, settings: Settings, q: Query, grouped: bool, now):
@@ -324,15 +322,10 @@ def two_round_trips(conn, settings: Settings, q: Query, grouped: bool, now):
     limit = settings.rrf_candidates
     with conn.begin():
         configure(conn, settings, "rrf", limit, q.memory_type)
-        legs = [
-            [
-                dict(r)
-                for r in conn.execute(
-                    repository.hybrid_statement(len(q.vector)), parameters_for(settings, q, grouped, now, mode, limit)
-                ).mappings()
-            ]
-            for mode in ("embedding", "bm25")
-        ]
+        legs = []
+        for mode in ("embedding", "bm25"):
+            parameters = parameters_for(settings, q, grouped, now, mode, limit)
+            legs.append([dict(r) for r in conn.execute(repository.hybrid_statement(parameters), parameters).mappings()])
     fused: dict = {}
     rows: dict = {}
     for leg in legs:
@@ -595,14 +588,9 @@ def explain(engine, settings, queries, now, size: int, directory: Path = EXPLAIN
             for grouped in (False, True):
                 with conn.begin():
                     configure(conn, settings, mode, 20, q.memory_type)
-                    plan = (
-                        conn.execute(
-                            text("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) " + repository.hybrid_sql(len(q.vector))),
-                            parameters_for(settings, q, grouped, now, mode, 20),
-                        )
-                        .scalars()
-                        .all()
-                    )
+                    parameters = parameters_for(settings, q, grouped, now, mode, 20)
+                    explained = text("EXPLAIN (ANALYZE, BUFFERS, SETTINGS) " + repository.hybrid_sql(parameters))
+                    plan = conn.execute(explained, parameters).scalars().all()
                 name = f"{size // 1000}k_{mode}_{'group' if grouped else 'nofilter'}.txt"
                 header = f"-- query: {q.text!r} tokens: {q.tokens!r} group_id: {q.group_id if grouped else None}\n"
                 (directory / name).write_text(header + "\n".join(plan) + "\n")

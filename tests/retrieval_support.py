@@ -166,9 +166,7 @@ def explain_analyze(
         try:
             async with engine.begin() as conn:
                 await repository.configure_search(conn, tuning, filters.memory_type)
-                statement = text(
-                    "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + repository.hybrid_sql(parameters["dimensions"])
-                )
+                statement = text("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + repository.hybrid_sql(parameters))
                 return "\n".join(row[0] for row in await conn.execute(statement, parameters))
         finally:
             await engine.dispose()

@@ -96,7 +96,7 @@ def test_selective_filter_over_hnsw_still_returns_top_k(settings, database_url):
                 await conn.execute(text("SET LOCAL enable_sort = off"))
                 if not iterative:
                     await conn.execute(text("SET LOCAL hnsw.iterative_scan = off"))
-                explain = text("EXPLAIN " + repository.hybrid_sql(parameters["dimensions"]))
+                explain = text("EXPLAIN " + repository.hybrid_sql(parameters))
                 plan = "\n".join(r[0] for r in await conn.execute(explain, parameters))
                 return plan, await repository.hybrid_search(conn, parameters)
         finally:

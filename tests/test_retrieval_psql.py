@@ -64,7 +64,7 @@ def test_on_citus_a_tenants_search_is_one_single_shard_task(client, database_url
     shards (EXPLAIN shows ``Task Count: 1``), and still finds the memory."""
     if not on_citus:
         pytest.skip("a Citus plan: the suite runs on plain PostgreSQL (see tests/conftest.py)")
-    from app.db.named_sql import query
+    from app.retrieval import repository
 
     embedder = client.app.state.runtime.embedder
     write(
@@ -75,6 +75,9 @@ def test_on_citus_a_tenants_search_is_one_single_shard_task(client, database_url
     command = [str(PSQL), libpq_url(database_url), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-F", "|"]
     found = subprocess.run(command, input=sql, capture_output=True, text=True, check=True).stdout
     assert "Alice loves Beijing roast duck" in found
-    explained = sql.replace(query("hybrid_search"), "EXPLAIN " + query("hybrid_search"))
+    statement = repository.hybrid_sql({"dimensions": 384, "embedding": mode != "bm25" or None,
+                                       "query_tokens": mode != "embedding"})  # fmt: skip
+    explained = sql.replace(statement, "EXPLAIN " + statement)
+    assert explained != sql
     plan = subprocess.run(command, input=explained, capture_output=True, text=True, check=True).stdout
     assert [line.strip() for line in plan.splitlines() if "Task Count" in line] == ["Task Count: 1"], plan

@@ -90,7 +90,7 @@ def script(
         lines += [crosses, "\\if :crosses", "\\else", "\\set embedding_xl NULL", "\\endif"]
     lines += [
         repository.search_settings(tuning, parameters["memory_type"]),
-        query("hybrid_search"),
+        repository.hybrid_sql(parameters),
         "COMMIT;",
     ]
     return "\n".join(lines) + "\n"

@@ -142,21 +142,43 @@ async def crosses_language(conn: AsyncConnection, tenant: str | None, filters: S
     return bool((await conn.execute(statement("crosses_language"), parameters)).scalar())
 
 
-def hybrid_sql(dimensions: int) -> str:
-    """``hybrid_search`` with the vectors' size written in: the vector leg orders by the HNSW index's expression,
-    ``embedding::halfvec(<dimensions>)`` (migration 0019), and a type's size takes no bind parameter."""
-    return re.sub(r":dimensions\b", str(int(dimensions)), query("hybrid_search"))
+def legs(parameters: dict[str, Any]) -> dict[str, bool]:
+    """Which legs of ``hybrid_search`` can find anything: the vector leg with a query vector, BM25 with query
+    tokens (``search_parameters``)."""
+    return {"vector": parameters["embedding"] is not None, "bm25": bool(parameters["query_tokens"])}
+
+
+_LEG = re.compile(r"^-- leg: (\w+)\n.*?^-- end of leg: \1\n", re.MULTILINE | re.DOTALL)
+
+
+def hybrid_sql(parameters: dict[str, Any]) -> str:
+    """``hybrid_search`` as the service runs it for ``parameters``: a leg that can find nothing (``legs``) replaced
+    by its empty stand-in (``no_vector_leg``, ``no_bm25_leg``), so that the statement is planned without it, and the
+    vectors' size written in (the vector leg orders by the HNSW index's expression, ``embedding::halfvec(<size>)``,
+    migration 0019; a type's size takes no bind parameter)."""
+    return _hybrid_sql(int(parameters["dimensions"]), **legs(parameters))
 
 
 @functools.cache
-def hybrid_statement(dimensions: int) -> TextClause:
-    """``hybrid_sql`` as a ``text()`` clause, made once per size (``named_sql.statement`` says why)."""
-    return text(hybrid_sql(dimensions))
+def _hybrid_sql(dimensions: int, vector: bool, bm25: bool) -> str:
+    running = {"vector": vector, "bm25": bm25}
+    sql = _LEG.sub(lambda leg: leg[0] if running[leg[1]] else query(f"no_{leg[1]}_leg") + "\n", query("hybrid_search"))
+    return re.sub(r":dimensions\b", str(dimensions), sql)
+
+
+@functools.cache
+def _hybrid_statement(dimensions: int, vector: bool, bm25: bool) -> TextClause:
+    return text(_hybrid_sql(dimensions, vector, bm25))
+
+
+def hybrid_statement(parameters: dict[str, Any]) -> TextClause:
+    """``hybrid_sql`` as a ``text()`` clause, made once per shape (``named_sql.statement`` says why)."""
+    return _hybrid_statement(int(parameters["dimensions"]), **legs(parameters))
 
 
 async def hybrid_search(conn: AsyncConnection, parameters: dict[str, Any]) -> list[dict[str, Any]]:
     """Run ``hybrid_search`` (``search_parameters``); call ``configure_search`` first in the same transaction."""
-    result = await conn.execute(hybrid_statement(parameters["dimensions"]), parameters)
+    result = await conn.execute(hybrid_statement(parameters), parameters)
     return [dict(row) for row in result.mappings()]
 
 
