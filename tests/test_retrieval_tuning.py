@@ -47,3 +47,52 @@ def test_a_small_graph_is_searched_with_the_shorter_candidate_list(database_url)
     assert asyncio.run(ef_search(Settings(), "episode")) == "400"  # three episodes
     assert asyncio.run(ef_search(Settings(hnsw_small_graph=2), "episode")) == "800"  # more than the bound
     assert asyncio.run(ef_search(Settings(), "semantic_memory")) == "800"  # no semantic memory: unknown
+
+
+def test_a_leg_that_can_find_nothing_is_left_out_of_the_statement(database_url) -> None:
+    """hybrid_sql: a search without query tokens (embedding) runs the statement without the BM25 leg's CTEs, one
+    without a query vector (bm25) without the vector leg's, each leg's empty stand-in in its place, so that neither
+    is planned; rrf runs the whole statement. Each answers exactly as the whole statement does."""
+    from datetime import UTC, datetime, timedelta
+
+    from app.providers.embeddings import embedder_name
+    from app.retrieval.repository import SearchFilters
+    from app.text.tokenize import search_tokens
+
+    rng = np.random.default_rng(11)
+    vectors = [(v / np.linalg.norm(v)).tolist() for v in rng.normal(size=(6, 384))]
+    texts = ["budget review on Friday", "Beijing roast duck", "the budget of the trip", "a quiet week", "duck", "x"]
+    write(database_url, [memory(t, v) for t, v in zip(texts, vectors, strict=True)])
+    settings = Settings()
+    now = datetime.now(UTC)
+    filters = SearchFilters(memory_type="episode", time_from=now - timedelta(days=30), time_to=now, user_id="u1")
+    whole = {"dimensions": 384, "embedding": "given", "query_tokens": "given"}
+
+    def parameters(mode: str) -> dict:
+        tokens = search_tokens("budget") if mode != "embedding" else ""
+        return repository.search_parameters(
+            tenant="default", mode=mode, query_vector=vectors[2] if mode != "bm25" else None,
+            embedding_model=embedder_name(settings), query_tokens=tokens,
+            filters=filters, top_k=4, radius=None, tuning=tuning_for(settings, mode, 4),
+        )  # fmt: skip
+
+    async def answers(mode: str, statement: str) -> list[tuple]:
+        engine = tenant_engine(database_url)
+        try:
+            async with engine.begin() as conn:
+                await repository.configure_search(conn, tuning_for(settings, mode, 4), "episode")
+                rows = await conn.execute(text(statement), parameters(mode))
+                return [(str(row.id), round(row.score, 9), row.emb_count, row.bm25_count) for row in rows]
+        finally:
+            await engine.dispose()
+
+    for mode, kept, left_out in (
+        ("embedding", "vector_hits", "bm25_scope_size"),
+        ("bm25", "bm25_scope_size", "vector_hits"),
+        ("rrf", "bm25_scope_size", None),
+    ):
+        statement = repository.hybrid_sql(parameters(mode))
+        assert kept in statement and (left_out is None or left_out not in statement)
+        assert (statement == repository.hybrid_sql(whole)) == (mode == "rrf")
+        found = asyncio.run(answers(mode, statement))
+        assert found == asyncio.run(answers(mode, repository.hybrid_sql(whole))) and found, mode
