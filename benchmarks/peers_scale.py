@@ -287,14 +287,14 @@ def measure(memsys_url: str, peer_urls: dict[str, str], asked: list[Question]) -
             agreement = [
                 len(found & q.exact[scope]) / len(q.exact[scope])
                 for found, q in zip(answers, asked, strict=True)
-                if q.exact[scope]
+                if q.exact[scope] and mode != "rrf"
             ]
             rows.append(
                 {
                     "system": name,
                     "scope": scope,
                     **{f"{key}_ms": value for key, value in percentiles(latencies).items() if key in ("p50", "p95")},
-                    "exact_top10_agreement": round(statistics.mean(agreement), 3) if mode != "rrf" else None,
+                    "exact_top10_agreement": round(statistics.mean(agreement), 3) if agreement else None,
                     "mean_returned": round(statistics.mean(len(a) for a in answers), 1),
                 }
             )

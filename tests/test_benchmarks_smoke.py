@@ -224,6 +224,27 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
     assert len(list((tmp_path / "explain").glob("*.txt"))) == 6
 
 
+def test_scale_ab_benchmark_end_to_end(tmp_path: Path) -> None:
+    """benchmarks/scale_ab.py: 2,000 of the peers' synthetic memories loaded into a kept directory, then two servers of
+    this checkout differing by one setting, asked in turn: a row per variant, mode and scope, the exact 10 found."""
+    data = tmp_path / "kept"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "benchmarks.scale_ab", "--dir", str(data), "--load", "2000", "--questions", "6",
+            "--rounds", "2", "--variant", "a=.", "--variant", "b=.:MEMSYS_HNSW_SMALL_GRAPH_EF_SEARCH=100",
+            "--out", str(tmp_path),
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    saved = json.loads((tmp_path / "scale_ab.json").read_text())
+    assert saved["config"]["variants"]["b"]["env"] == {"MEMSYS_HNSW_SMALL_GRAPH_EF_SEARCH": "100"}
+    rows = {(row["variant"], row["mode"], row["scope"]): row for row in saved["results"]}
+    assert set(rows) == {(v, m, s) for v in "ab" for m in ("rrf", "embedding") for s in ("large", "selective")}
+    assert all(len(row["p50_ms_by_round"]) == 2 and row["p50_ms"] > 0 for row in rows.values())
+    assert all(rows[v, "embedding", s]["exact_top10_agreement"] == 1.0 for v in "ab" for s in ("large", "selective"))
+
+
 @pytest.mark.citus
 def test_citus_benchmark_end_to_end(tmp_path: Path, on_citus: bool, request: pytest.FixtureRequest) -> None:
     """benchmarks/citus.py on 2 tenants of 300 memories: a cluster and a single node of their own, every figure
