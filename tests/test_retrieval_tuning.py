@@ -96,3 +96,17 @@ def test_a_leg_that_can_find_nothing_is_left_out_of_the_statement(database_url) 
         assert (statement == repository.hybrid_sql(whole)) == (mode == "rrf")
         found = asyncio.run(answers(mode, statement))
         assert found == asyncio.run(answers(mode, repository.hybrid_sql(whole))) and found, mode
+    nothing = {**parameters("bm25"), "query_tokens": ""}  # a query of no word: neither leg can find anything
+    statement = repository.hybrid_sql(nothing)
+    assert "vector_hits" not in statement and "bm25_scope_size" not in statement
+
+    async def none_found() -> list:
+        engine = tenant_engine(database_url)
+        try:
+            async with engine.begin() as conn:
+                await repository.configure_search(conn, tuning_for(settings, "bm25", 4), "episode")
+                return (await conn.execute(text(statement), nothing)).all()
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(none_found()) == []
