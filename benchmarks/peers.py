@@ -388,27 +388,13 @@ def at_scale(
 ) -> dict:
     """The scale points (``benchmarks/peers_scale.py``): ``args.scale`` synthetic memories loaded into memsys and each
     peer, then ``args.scale_questions`` questions in the large scope and with the selective filter."""
-    from app.db.embedded import embedded_database_url
-    from app.providers.embeddings import create_embedder, create_xl_embedder
-    from app.settings import Settings
     from benchmarks import peers_scale
 
     print(f"scale: {args.scale:,} memories into each", flush=True)
-    settings = Settings()
-    embedder = create_embedder(settings)
-    embed = embedder.embed_sync
     started = time.perf_counter()
-    corpus = peers_scale.build(args.scale, embed)
+    corpus, asked, loaded = peers_scale.into_memsys(memsys_data, args.scale, args.scale_questions)
     loaders = {"mem0": peers_scale.load_mem0, "langgraph": peers_scale.load_langgraph}
-    loads = {
-        "memsys": peers_scale.load_memsys(
-            embedded_database_url(memsys_data, keep_running=True), corpus, create_xl_embedder(settings).embed_sync
-        ),
-        **{name: loaders[name](databases[name], corpus) for name in peer_urls},
-    }
-    # The exact 10 of a question are those of its vector as the servers make it: a query's (memsys embeds memories
-    # with int8 weights, queries with the full model; the peers embed both with the full model).
-    asked = peers_scale.questions(corpus, args.scale_questions, lambda texts: embedder.embed_sync(texts, query=True))
+    loads = {"memsys": loaded, **{name: loaders[name](databases[name], corpus) for name in peer_urls}}
     rows = peers_scale.measure(memsys_url, peer_urls, asked)
     return {"size": args.scale, "questions": len(asked), "load": loads, "seconds": round(time.perf_counter() - started),
             "rows": rows}  # fmt: skip

@@ -31,6 +31,7 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -107,6 +108,25 @@ def load_memsys(url: str, corpus: Corpus, xl_embed, log=print) -> dict[str, floa
             [*scale_corpus.COPY_TYPES, "vector", "text"],
         ),
     )
+
+
+def into_memsys(data_dir: Path, size: int, count: int, log=print) -> tuple[Corpus, list[Question], dict[str, float]]:
+    """``size`` synthetic memories built and COPYed into the memsys database of ``data_dir`` (its embedded server
+    left running), and ``count`` questions with their exact top 10: the corpus (for the peers' loads), the questions
+    and the load's timings."""
+    from app.db.embedded import embedded_database_url
+    from app.providers.embeddings import create_embedder, create_xl_embedder
+    from app.settings import Settings
+
+    settings = Settings()
+    embedder = create_embedder(settings)
+    corpus = build(size, embedder.embed_sync)
+    url = embedded_database_url(data_dir, keep_running=True)
+    loaded = load_memsys(url, corpus, create_xl_embedder(settings).embed_sync, log=log)
+    # The exact 10 of a question are those of its vector as the servers make it: a query's (memsys embeds memories
+    # with int8 weights, queries with the full model; the peers embed both with the full model).
+    asked = questions(corpus, count, lambda texts: embedder.embed_sync(texts, query=True))
+    return corpus, asked, loaded
 
 
 MEM0_INDEXES = {

@@ -54,18 +54,10 @@ def parse_variant(text: str) -> Variant:
 def load(directory: Path, size: int, questions: int) -> None:
     """``size`` of the peers' synthetic memories into a memsys database in ``directory`` (made by this checkout's
     migrations), and ``questions`` questions with their exact top 10."""
-    from app.db.embedded import embedded_database_url
-    from app.providers.embeddings import create_embedder, create_xl_embedder
-    from app.settings import Settings
-
     directory.mkdir(parents=True, exist_ok=True)
     with memsys_server(data_dir=directory, log=directory / "memsys.log"):  # its migrations make the schema
-        settings = Settings()
-        embedder = create_embedder(settings)
-        corpus = peers_scale.build(size, embedder.embed_sync)
-        url = embedded_database_url(directory, keep_running=True)
-        print(peers_scale.load_memsys(url, corpus, create_xl_embedder(settings).embed_sync), flush=True)
-        asked = peers_scale.questions(corpus, questions, lambda texts: embedder.embed_sync(texts, query=True))
+        _, asked, loaded = peers_scale.into_memsys(directory, size, questions)
+        print(loaded, flush=True)
     (directory / QUESTIONS_FILE).write_bytes(pickle.dumps(asked))
 
 
