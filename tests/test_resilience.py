@@ -4,6 +4,7 @@ under load; tests/test_soak.py runs its short version.)"""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -13,10 +14,14 @@ import time
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from litestar.testing import TestClient
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from app.db.embedded import postmaster_pid, stop_embedded
+from app.db.engine import PING_AFTER_IDLE_S, create_engine
 from app.http.app import create_app
 from app.settings import Settings
 from tests.fake_llm import FakeLLM, Reply
@@ -220,3 +225,37 @@ def test_a_full_pool_answers_503_after_the_pool_timeout(settings: Settings) -> N
             for conn in held:
                 client.blocking_portal.call(conn.close)
         assert client.post(MEMORIZE, json=body(1)).status_code == 200
+
+
+def test_a_pooled_connection_the_database_dropped_is_replaced_once_it_has_waited(
+    settings: Settings, database_url: str
+) -> None:
+    """A connection the database dropped while it sat in the pool: taken again within ``PING_AFTER_IDLE_S`` it is used
+    unchecked (no round trip added to a busy pool's transactions), so its statement fails and the pool replaces it;
+    taken after waiting longer it is pinged first and replaced before the statement, which runs."""
+
+    def drop(pid: int) -> None:
+        with psycopg.connect(database_url, autocommit=True) as owner:
+            assert owner.execute("SELECT pg_terminate_backend(%s, 10000)", [pid]).fetchone()[0]
+
+    async def backend(engine) -> int:
+        async with engine.connect() as conn:
+            return (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+
+    async def scenario() -> None:
+        engine = create_engine(database_url, settings.model_copy(update={"db_pool_size": 1}))
+        try:
+            first = await backend(engine)
+            drop(first)
+            with pytest.raises(DBAPIError) as failed:
+                await backend(engine)
+            assert failed.value.connection_invalidated
+            second = await backend(engine)
+            assert second != first
+            drop(second)
+            await asyncio.sleep(PING_AFTER_IDLE_S + 0.2)
+            assert await backend(engine) not in (first, second)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(scenario())
