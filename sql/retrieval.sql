@@ -86,7 +86,8 @@ WHERE relname = 'ix_memories_embedding_hnsw_' || :memory_type AND reltuples BETW
 --     hold one language: their searches skip both). One look-up in the languages' index (migration 0016);
 --     language <> :query_language written as two ranges so that the index can seek them.
 --   bm25_exact: whether hybrid_search's BM25 is exact: with :count_scope (the BM25 leg runs, under a user or group
---     filter), the scope holds 1 to :bm25_exact_max memories under the request's filters. Counted up to
+--     filter), the scope holds at most :bm25_exact_max memories under the request's filters (its pending messages,
+--     a passing few, are not counted: a scope of pending messages alone is exact BM25 over them). Counted up to
 --     :bm25_exact_max + 1 from a btree index (an index-only scan), so that no memory's row is read: a row with its
 --     vectors fills most of a page, and reading 10,001 of them to learn that a scope is too large took 64 ms of a
 --     search over 100,000. Counting 10,001 index entries still takes 1-1.5 ms: here, beside the embedding, rather
@@ -114,7 +115,7 @@ SELECT
                    OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
             LIMIT :bm25_exact_max + 1
         ) counted
-    ) BETWEEN 1 AND :bm25_exact_max AS bm25_exact;
+    ) <= :bm25_exact_max AS bm25_exact;
 
 -- name: hybrid_search
 -- One statement for the three modes: a leg runs when its input is given (the query's vector for the vector leg, its
@@ -238,7 +239,7 @@ vector_leg AS (
 -- leg: bm25
 -- BM25 (Robertson/Sparck Jones): idf = ln(1 + (N - df + 0.5) / (df + 0.5)), the query's terms being its tokens as
 -- the tsvector stores them. Whose statistics (N, df, the mean length) depends on the filter:
---   * a user's or a group's memories, when they are 1 to :bm25_exact_max (search_scope's bm25_exact): those
+--   * a user's or a group's memories, when they are at most :bm25_exact_max (search_scope's bm25_exact): those
 --     memories' own (counted here), and every one of them with a query term is scored: exact BM25 within the filter;
 --   * otherwise (no user or group filter, or more memories than that): the tenant's memory type's, which the
 --     triggers keep, and the candidates are bounded (bm25_candidates).
@@ -247,14 +248,14 @@ vector_leg AS (
 -- The service leaves out of the statement the part that cannot run (app.retrieval.repository.hybrid_sql): the
 -- exact part below, or the bounded one (bm25_candidates).
 bm25_exactness AS MATERIALIZED (
-    SELECT coalesce(CAST(:bm25_exact AS boolean), (
+    SELECT coalesce(CAST(:bm25_exact AS boolean),
+                    (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
+                    AND coalesce(:query_tokens, '') <> '' AND (
         SELECT count(*) FROM (
             SELECT 1
             FROM memories m
             WHERE CAST(:bm25_exact AS boolean) IS NULL
               AND m.tenant_id = :tenant_id
-              AND (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
-              AND coalesce(:query_tokens, '') <> ''
               AND m.memory_type = :memory_type
               AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
               AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
@@ -264,7 +265,7 @@ bm25_exactness AS MATERIALIZED (
                    OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
             LIMIT :bm25_exact_max + 1
         ) counted
-    ) BETWEEN 1 AND :bm25_exact_max) AS exact
+    ) <= :bm25_exact_max) AS exact
 ),
 -- The query's terms as the tsvector stores them (distinct lexemes).
 bm25_query_terms AS MATERIALIZED (
