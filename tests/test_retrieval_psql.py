@@ -76,7 +76,7 @@ def test_on_citus_a_tenants_search_is_one_single_shard_task(client, database_url
     found = subprocess.run(command, input=sql, capture_output=True, text=True, check=True).stdout
     assert "Alice loves Beijing roast duck" in found
     statement = repository.hybrid_sql({"dimensions": 384, "embedding": mode != "bm25" or None,
-                                       "query_tokens": mode != "embedding"})  # fmt: skip
+                                       "query_tokens": mode != "embedding", "bm25_exact": None})  # fmt: skip
     explained = sql.replace(statement, "EXPLAIN " + statement)
     assert explained != sql
     plan = subprocess.run(command, input=explained, capture_output=True, text=True, check=True).stdout
