@@ -100,22 +100,27 @@ SELECT
           AND (o.language < :query_language OR o.language > :query_language)
           AND (CAST(:user_id AS text) IS NULL OR o.user_id = :user_id)
           AND (CAST(:group_id AS text) IS NULL OR o.group_id = :group_id)) AS crosses,
-    CAST(:count_scope AS boolean) AND (
-        SELECT count(*) FROM (
-            SELECT 1
-            FROM memories m
-            WHERE CAST(:count_scope AS boolean)
-              AND m.tenant_id = :tenant_id
-              AND m.memory_type = :memory_type
-              AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-              AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-              AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
-              AND m.timestamp >= :time_from AND m.timestamp < :time_to
-              AND (CAST(:valid_on AS date) IS NULL
-                   OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
-            LIMIT :bm25_exact_max + 1
-        ) counted
-    ) <= :bm25_exact_max AS bm25_exact;
+    CAST(:count_scope AS boolean) AND
+    -- include: scope_counted
+    <= :bm25_exact_max AS bm25_exact;
+
+-- name: scope_counted
+-- How many memories of the searched type the request's filters hold, counted up to :bm25_exact_max + 1 (what
+-- search_scope's bm25_exact and hybrid_search's bm25_exactness hold against :bm25_exact_max): included in both
+-- (app.db.named_sql reads "-- include: <name>").
+(SELECT count(*) FROM (
+    SELECT 1
+    FROM memories m
+    WHERE m.tenant_id = :tenant_id
+      AND m.memory_type = :memory_type
+      AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+      AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+      AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+      AND m.timestamp >= :time_from AND m.timestamp < :time_to
+      AND (CAST(:valid_on AS date) IS NULL
+           OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+    LIMIT :bm25_exact_max + 1
+) counted)
 
 -- name: hybrid_search
 -- One statement for the three modes: a leg runs when its input is given (the query's vector for the vector leg, its
@@ -250,22 +255,9 @@ vector_leg AS (
 bm25_exactness AS MATERIALIZED (
     SELECT coalesce(CAST(:bm25_exact AS boolean),
                     (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
-                    AND coalesce(:query_tokens, '') <> '' AND (
-        SELECT count(*) FROM (
-            SELECT 1
-            FROM memories m
-            WHERE CAST(:bm25_exact AS boolean) IS NULL
-              AND m.tenant_id = :tenant_id
-              AND m.memory_type = :memory_type
-              AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-              AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-              AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
-              AND m.timestamp >= :time_from AND m.timestamp < :time_to
-              AND (CAST(:valid_on AS date) IS NULL
-                   OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
-            LIMIT :bm25_exact_max + 1
-        ) counted
-    ) <= :bm25_exact_max) AS exact
+                    AND coalesce(:query_tokens, '') <> '' AND
+                    -- include: scope_counted
+                    <= :bm25_exact_max) AS exact
 ),
 -- The query's terms as the tsvector stores them (distinct lexemes).
 bm25_query_terms AS MATERIALIZED (

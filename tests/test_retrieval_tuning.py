@@ -8,6 +8,7 @@ import numpy as np
 import psycopg
 from sqlalchemy import text
 
+from app.db.named_sql import _included, queries, query
 from app.retrieval import repository
 from app.retrieval.service import tuning_for
 from app.settings import Settings
@@ -47,6 +48,19 @@ def test_a_small_graph_is_searched_with_the_shorter_candidate_list(database_url)
     assert asyncio.run(ef_search(Settings(), "episode")) == "400"  # three episodes
     assert asyncio.run(ef_search(Settings(hnsw_small_graph=2), "episode")) == "800"  # more than the bound
     assert asyncio.run(ef_search(Settings(), "semantic_memory")) == "800"  # no semantic memory: unknown
+
+
+def test_a_block_two_statements_share_is_written_once_and_included_in_both() -> None:
+    """named_sql: "-- include: scope_counted" stands for that block's SQL, without its comments, indented as the line;
+    search_scope and hybrid_search both hold it, and no statement is left with an include line."""
+    assert _included("SELECT\n    -- include: a\n  AS b", {"a": "-- what a is\n(SELECT 1\n\n FROM t)"}) == (
+        "SELECT\n    (SELECT 1\n\n     FROM t)\n  AS b"
+    )
+    counted = query("scope_counted")
+    assert counted.startswith("(SELECT count(*) FROM (") and "LIMIT :bm25_exact_max + 1" in counted
+    limit_lines = [name for name, sql in queries().items() if "LIMIT :bm25_exact_max + 1" in sql]
+    assert sorted(limit_lines) == ["hybrid_search", "scope_counted", "search_scope"]
+    assert not [name for name, sql in queries().items() if "-- include:" in sql]
 
 
 def test_a_section_that_can_find_nothing_is_left_out_of_the_statement(database_url) -> None:

@@ -1,6 +1,8 @@
 """Named SQL queries kept in ``sql/*.sql`` as ``-- name: <query_name>`` blocks, parsed once.
 
-The retrieval statements live there so that a user can read them and run them with psql.
+The retrieval statements live there so that a user can read them and run them with psql. A line
+``-- include: <query_name>`` in a block stands for that block's SQL (its leading comment lines left out), indented
+as the line is: one text for what two statements share.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from sqlalchemy import TextClause, text
 from app import PROJECT_ROOT
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"^([ \t]*)--\s*include:\s*(\w+)\s*$", re.MULTILINE)
 
 
 def parse(sql_text: str) -> dict[str, str]:
@@ -28,7 +31,19 @@ def queries() -> dict[str, str]:
             if name in found:
                 raise ValueError(f"SQL query {name!r} is defined twice (second time in {path.name})")
             found[name] = body
-    return found
+    return {name: _included(body, found) for name, body in found.items()}
+
+
+def _included(body: str, found: dict[str, str]) -> str:
+    """``body`` with each ``-- include: <name>`` line replaced by that block's SQL, indented as the line."""
+
+    def sql_of(match: re.Match) -> str:
+        lines = found[match[2]].splitlines()
+        while lines and lines[0].lstrip().startswith("--"):
+            lines.pop(0)
+        return "\n".join(match[1] + line if line else line for line in lines)
+
+    return _INCLUDE.sub(sql_of, body)
 
 
 def query(name: str) -> str:
