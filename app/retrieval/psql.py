@@ -89,8 +89,7 @@ def script(
     ]
     # As the service: BM25's exactness looked up where a query vector is made (a bm25 search lets the statement count),
     # the cross-lingual leg only where the scope crosses languages.
-    bm25 = bool(parameters["query_tokens"])
-    counting = parameters["embedding"] is not None and repository.counts_scope(filters, bm25)
+    counting = repository.counts_scope(filters, mode)
     lines += [psql_set("count_scope", counting), query("search_scope").rstrip(";") + " \\gset"]
     if counting:
         lines += ["\\if :bm25_exact", "\\set bm25_exact true", "\\else", "\\set bm25_exact false", "\\endif"]

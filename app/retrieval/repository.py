@@ -142,8 +142,8 @@ def scope_parameters(
     tenant: str | None, filters: SearchFilters, language: str | None, *, count: bool, exact_max: int
 ) -> dict[str, Any]:
     """``search_scope``'s bind parameters: ``language``, the query's (None: whether the scope crosses languages is not
-    asked); ``count``, whether to count the scope for BM25's exactness (only where the BM25 leg runs under a user or
-    group filter: ``counts_scope``)."""
+    asked); ``count``, whether to count the scope for BM25's exactness (an ``rrf`` search under a user or group filter:
+    ``counts_scope``)."""
     return {
         "tenant_id": tenant,
         "memory_type": filters.memory_type,
@@ -159,9 +159,11 @@ def scope_parameters(
     }
 
 
-def counts_scope(filters: SearchFilters, bm25: bool) -> bool:
-    """Whether BM25's exactness depends on the scope's size: its leg runs, under a user or a group filter."""
-    return bm25 and (filters.user_id is not None or filters.group_id is not None)
+def counts_scope(filters: SearchFilters, mode: str) -> bool:
+    """Whether ``search_scope`` counts the scope for BM25's exactness, beside the query's embedding: an ``rrf`` search
+    (BM25's leg runs, and there is an embedding to count beside; a ``bm25`` search lets the statement count) under a
+    user or a group filter."""
+    return mode == "rrf" and (filters.user_id is not None or filters.group_id is not None)
 
 
 async def search_scope(conn: AsyncConnection, parameters: dict[str, Any]) -> Scope:
@@ -199,7 +201,7 @@ def hybrid_sql(parameters: dict[str, Any]) -> str:
     ``no_bounded_bm25_part``), so that the statement is planned without it, and the vectors' size written in (the
     vector leg orders by the HNSW index's expression, ``embedding::halfvec(<size>)``, migration 0019; a type's size
     takes no bind parameter)."""
-    return _hybrid_sql(int(parameters["dimensions"]), tuple(sorted(sections(parameters).items())))
+    return _hybrid_sql(*_shape(parameters))
 
 
 @functools.cache
@@ -223,7 +225,12 @@ def _hybrid_statement(dimensions: int, running: tuple[tuple[str, bool], ...]) ->
 
 def hybrid_statement(parameters: dict[str, Any]) -> TextClause:
     """``hybrid_sql`` as a ``text()`` clause, made once per shape (``named_sql.statement`` says why)."""
-    return _hybrid_statement(int(parameters["dimensions"]), tuple(sorted(sections(parameters).items())))
+    return _hybrid_statement(*_shape(parameters))
+
+
+def _shape(parameters: dict[str, Any]) -> tuple[int, tuple[tuple[str, bool], ...]]:
+    """What ``hybrid_sql``'s text depends on (the key of its caches): the vectors' size and the sections that run."""
+    return int(parameters["dimensions"]), tuple(sorted(sections(parameters).items()))
 
 
 async def hybrid_search(conn: AsyncConnection, parameters: dict[str, Any]) -> list[dict[str, Any]]:

@@ -173,7 +173,7 @@ async def query_inputs(
     exactness, which ``search`` takes only if they did not move (``retrieve``'s time words)."""
     vectors = mode != "bm25"
     crossing = vectors and runtime.xl_embedder is not None
-    counting = vectors and repository.counts_scope(filters, mode != "embedding")  # a bm25 search: the statement counts
+    counting = repository.counts_scope(filters, mode)
 
     async def main_vector() -> tuple[list[float] | None, float]:
         if not vectors or query_vector is not None:
