@@ -1,5 +1,6 @@
-"""Smoke of the LoCoMo benchmark: a tiny LoCoMo-format file, the real script against a real memsys, and the
-evidence-recall metric against figures worked out by hand."""
+"""Smoke of the benchmarks: a tiny LoCoMo-format file, the real script against a real memsys, and the
+evidence-recall metric against figures worked out by hand. Each benchmark's end-to-end run is marked slow (about four
+minutes in all): `pytest -m slow`, which .ci/run runs after the README's suite."""
 
 from __future__ import annotations
 
@@ -108,6 +109,7 @@ def test_locomo_parsing(tmp_path: Path) -> None:
     assert conversation.questions[2].evidence == ["D1:2", "D2:1"]
 
 
+@pytest.mark.slow
 def test_locomo_benchmark_end_to_end(tmp_path: Path, fake_llm) -> None:
     data = tmp_path / "tiny.json"
     data.write_text(json.dumps(TINY_LOCOMO))
@@ -157,6 +159,7 @@ def test_locomo_benchmark_end_to_end(tmp_path: Path, fake_llm) -> None:
     assert (out / "recall_vs_budget_before_after.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_context_recall_benchmark_end_to_end(tmp_path: Path) -> None:
     """benchmarks/context_recall.py on the tiny LoCoMo with the work tree: every way measured on the 4 questions
     of categories 1-4, and the greyhound's turn in the default knowledge for the question that names it."""
@@ -176,6 +179,7 @@ def test_context_recall_benchmark_end_to_end(tmp_path: Path) -> None:
     assert context_recall.evidence_share("Ana: I adopted a greyhound named Biscuit last week!", [greyhound]) == 1.0
 
 
+@pytest.mark.slow
 def test_embedders_benchmark_end_to_end(tmp_path: Path) -> None:
     from benchmarks import embedders
 
@@ -193,6 +197,7 @@ def test_embedders_benchmark_end_to_end(tmp_path: Path) -> None:
         assert (tmp_path / "out" / name / "results.json").exists()
 
 
+@pytest.mark.slow
 def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
     """benchmarks/scale.py on 3,000 memories, with the HNSW layouts side by side: every section is filled, and a
     planted phrase is the BM25 leg's first answer."""
@@ -224,6 +229,7 @@ def test_scale_benchmark_end_to_end(tmp_path: Path) -> None:
     assert len(list((tmp_path / "explain").glob("*.txt"))) == 6
 
 
+@pytest.mark.slow
 def test_scale_ab_benchmark_end_to_end(tmp_path: Path) -> None:
     """benchmarks/scale_ab.py: 1,000 of the peers' synthetic memories loaded into a kept directory, then two servers of
     this checkout differing by one setting, asked in turn: a row per variant, mode and scope, the exact 10 found."""
@@ -271,6 +277,7 @@ def test_citus_benchmark_end_to_end(tmp_path: Path, on_citus: bool, request: pyt
     assert results["rrf_top20_shared"] == 1.0
 
 
+@pytest.mark.slow
 def test_embedding_runtime_benchmark_end_to_end(tmp_path: Path) -> None:
     """benchmarks/embedding_runtime.py on a few texts: both runtimes measured, and their vectors the same."""
     from benchmarks import embedding_runtime
@@ -282,6 +289,7 @@ def test_embedding_runtime_benchmark_end_to_end(tmp_path: Path) -> None:
     assert results["max_abs_difference"] < 1e-5
 
 
+@pytest.mark.slow
 def test_read_your_writes_benchmark_end_to_end(tmp_path: Path) -> None:
     """benchmarks/read_your_writes.py with 3 probes, idle and under 2 clients memorizing the tiny LoCoMo: idle,
     every probe is found, as a message (3 messages in their groups: nothing formed); under load, each probe is
@@ -305,6 +313,7 @@ def test_read_your_writes_benchmark_end_to_end(tmp_path: Path) -> None:
     assert loaded["load"]["clients"] == 2 and loaded["load"]["messages"] > 0 and loaded["load"]["msg_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_noisy_neighbour_benchmark_end_to_end(tmp_path: Path) -> None:
     """benchmarks/noisy_neighbour.py, briefly, quiet and fan-out: the good tenant is measured in both, the attacker
     answered, and the comparison with quiet is saved."""
@@ -359,6 +368,7 @@ def _tiny_longmemeval(path: Path) -> None:
             out.write(json.dumps({"session_id": session_id, "turns": turns}) + "\n")
 
 
+@pytest.mark.slow
 def test_longmemeval_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks import longmemeval
 

@@ -10,11 +10,14 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.formation_helpers import rows
 from tests.tenancy_support import create_key
 
 FUZZ_SECONDS = 120
+pytestmark = pytest.mark.slow  # FUZZ_SECONDS by design: `pytest -m slow` (.ci/run)
+
 SCHEMATHESIS = shutil.which("schemathesis", path=str(Path(sys.executable).parent)) or "schemathesis"
 
 

@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.soak import harness as soak
 from benchmarks.soak.faults import FAULTS
+
+pytestmark = pytest.mark.slow  # two minutes by design: `pytest -m slow` (.ci/run)
 
 
 def test_every_fault_once_under_load(tmp_path: Path) -> None:
