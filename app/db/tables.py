@@ -320,6 +320,13 @@ def _memories_table(dimensions: int) -> Table:
             postgresql_include=["status", "expires_at", "has_group_copy"],
             postgresql_where=text("status <> 'current' OR expires_at IS NOT NULL"),
         ),
+        # The memories stating facts about a user (migration 0024): supersession's candidates.
+        Index(
+            "ix_memories_facts",
+            text("(metadata -> 'facts') jsonb_path_ops"),
+            postgresql_using="gin",
+            postgresql_where=text("metadata ? 'facts'"),
+        ),
         # Whether a scope holds a memory in another language than the query's (migration 0016).
         Index(None, "tenant_id", "memory_type", "language", "group_id", postgresql_include=["user_id"]),
     )

@@ -9,15 +9,17 @@ Per MemCell it produces exactly:
 * the **event log**: one entry per message, ``"<speaker>: <content>"`` at the message's time, owned by
   its sender, indexed (not returned) with the turns around it: two either side for BM25, one for the
   embedding, the message's own text counted twice;
-* a **derived profile** per participant (see ``profiles.derived_profile``);
-* no semantic memories: forward-looking implications need a model.
+* a **semantic memory** per fact a participant states about themselves ("I moved to Berlin" → "Alice lives in
+  Berlin.", ``app.formation.facts``), valid from the day it was said: each entry, episode and semantic memory carries
+  its facts in ``metadata.facts``, which supersession reads (``app.memories.supersession``);
+* a **derived profile** per participant (see ``profiles.derived_profile``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.formation import profiles
+from app.formation import facts, profiles
 from app.formation.language import day_text
 from app.formation.memcell import Context, Draft, Extraction, MemCell, message_text
 
@@ -80,6 +82,8 @@ def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[s
         "content": transcript(cell, context),
     }
     owners: list[str | None] = [*([None] if group_id else []), *cell.participants]
+    entries = message_entries(cell, context)
+    stated = _episode_facts(entries)
     drafts = [
         Draft(
             "episode",
@@ -87,12 +91,17 @@ def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[s
             source_message_ids=cell.message_ids,
             user_id=owner,
             group_id=group_id,
-            metadata={"extraction": "offline", "boundary_reason": cell.reason},
+            metadata={
+                "extraction": "offline",
+                "boundary_reason": cell.reason,
+                **({"facts": stated} if stated else {}),
+            },
             **episode,
         )
         for owner in owners
     ]
-    drafts += message_entries(cell, context)
+    drafts += entries
+    drafts += fact_memories(entries, context)
     new_profiles = {
         user: profiles.derived_profile(user, cell, context, (previous_profiles.get(user) or {}).get("profile"))
         for user in cell.participants
@@ -120,12 +129,59 @@ def message_entries(cell: MemCell, context: Context) -> list[Draft]:
                 "extraction": "offline",
                 "local_time": m["create_time"].astimezone(zone).isoformat(),
                 **({"assistant": True} if context.is_assistant(m["sender"]) else {}),
+                **({"facts": stated} if (stated := _facts_of(m, context)) else {}),
             },
             before=lines[max(0, i - CONTEXT_TURNS) : i],
             after=lines[i + 1 : i + 1 + CONTEXT_TURNS],
         )
         for i, m in enumerate(cell.messages)
     ]
+
+
+def _facts_of(message: dict, context: Context) -> list[dict]:
+    """What a participant's message states about them (an assistant's states nothing about the user)."""
+    if context.is_assistant(message["sender"]):
+        return []
+    return [fact.as_json() for fact in facts.facts_of(message["sender"], message["content"])]
+
+
+def _episode_facts(entries: list[Draft]) -> list[dict]:
+    """An episode's facts: its messages', the last value of each (user, attribute) that has one, all the others."""
+    kept: dict[tuple, dict] = {}
+    for entry in entries:
+        for fact in entry.metadata.get("facts", ()):
+            single = facts.replaces(fact)
+            key = (fact["user"], fact["attribute"]) if single else (fact["user"], fact["attribute"], fact["value"])
+            kept.pop(key, None)
+            kept[key] = fact
+    return list(kept.values())
+
+
+def fact_memories(entries: list[Draft], context: Context) -> list[Draft]:
+    """One semantic memory per fact of the event log (a fact said twice in the MemCell, once): the fact as a
+    sentence, owned by its speaker, valid from the day it was said."""
+    drafts, seen = [], set()
+    for entry in entries:
+        for fact in entry.metadata.get("facts", ()):
+            key = (fact["user"], fact["attribute"], fact["value"])
+            if key in seen:
+                continue
+            seen.add(key)
+            said = facts.Fact(**fact)
+            name = context.name_of(said.user, entry.content.partition(": ")[0] or None)
+            drafts.append(
+                Draft(
+                    "semantic_memory",
+                    content=facts.sentence(said, name, context.language),
+                    timestamp=entry.timestamp,
+                    source_message_ids=entry.source_message_ids,
+                    user_id=said.user,
+                    group_id=entry.group_id,
+                    valid_from=entry.timestamp.astimezone(context.zone).date(),
+                    metadata={"extraction": "offline", "facts": [fact]},
+                )
+            )
+    return drafts
 
 
 def _named(user: str, cell: MemCell, context: Context) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 import jieba
 
+from app.formation.facts import same_value
 from app.formation.memcell import Context, MemCell
 from app.text.stopwords import CHINESE_STOPWORDS, ENGLISH_STOPWORDS
 
@@ -71,6 +72,50 @@ def derived_profile(user_id: str, cell: MemCell, context: Context, previous: dic
         "keyword_counts": dict(counts),
         "derived": True,
     }
+
+
+ATTRIBUTE_NAMES = {
+    "name": "name",
+    "residence": "lives_in",
+    "job": "works_as",
+    "employer": "works_at",
+    "school": "studies_at",
+    "partner": "partner",
+    "diet": "diet",
+    "car": "car",
+    "pet": "pets",
+    "allergy": "allergies",
+    "language": "languages",
+}
+"""A fact's attribute (app.formation.facts) and its name in a profile's ``attributes``; pets, allergies and languages
+are lists."""
+LISTED = ("pet", "allergy", "language")
+
+
+def attributes(current: list[tuple[Any, dict[str, Any]]], language: str) -> dict[str, Any]:
+    """What a profile says about its user from their current facts in every group (latest first, as
+    ``app.memories.supersession.current_facts`` gives them): each value with the memory it came from and since when.
+    A fact a newer one superseded is not here; the profile's earlier versions keep it."""
+    found: dict[str, Any] = {}
+    for memory, fact in current:
+        name = ATTRIBUTE_NAMES[fact["attribute"]]
+        item = {"value": fact["shown"], "memory_id": str(memory.id), "since": memory.timestamp.date().isoformat()}
+        if fact["attribute"] in LISTED:
+            values = found.setdefault(name, [])
+            if not any(_same(fact, other) for other in values):
+                values.append({**item, "_fact": fact})
+        elif name not in found:
+            found[name] = item
+    for value in found.values():
+        if isinstance(value, list):
+            for item in value:
+                item.pop("_fact", None)
+    return found
+
+
+def _same(fact: dict[str, Any], listed: dict[str, Any]) -> bool:
+    other = listed["_fact"]
+    return same_value(fact["attribute"], fact["value"], other["value"])
 
 
 def merged_llm_profile(derived: dict[str, Any], from_llm: dict[str, Any], scene: str) -> dict[str, Any]:

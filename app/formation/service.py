@@ -25,16 +25,19 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.conversation_meta.service import get_optional as conversation_meta
 from app.errors import MemsysError, ServiceUnavailable
-from app.formation import boundary, llm_extraction, offline, tasks
+from app.formation import boundary, llm_extraction, offline, profiles, tasks
 from app.formation import repository as repo
 from app.formation.language import detect_language
 from app.formation.memcell import Context, Draft, Extraction, MemCell, text_md5
 from app.formation.streams import Stream
+from app.memories import history, supersession
+from app.memories.history import Event
 from app.memories.repository import NewMemory, by_memcell, insert_memories
 from app.observability import metrics
 from app.providers.embeddings import drafts_are_memories
@@ -273,13 +276,18 @@ async def _close(
         ) from exc
     async with conn.begin():
         memcell_id = await repo.insert_memcell(conn, _memcell_row(context, cell, extraction))
-        saved = await insert_memories(
-            conn,
-            [
-                _new_memory(draft, memcell_id, vector, runtime.embedder.name, xl_vector)
-                for draft, vector, xl_vector in zip(extraction.drafts, vectors, xl_vectors, strict=True)
-            ],
-        )
+        known = await supersession.earlier(conn, _stating(extraction.drafts))
+        new = [
+            (draft, _new_memory(draft, memcell_id, vector, runtime.embedder.name, xl_vector))
+            for draft, vector, xl_vector in zip(extraction.drafts, vectors, xl_vectors, strict=True)
+        ]
+        kept, gained = supersession.duplicates([draft for draft, _ in new], known)
+        stored = {id(draft) for draft in kept}
+        saved = await insert_memories(conn, [memory for draft, memory in new if id(draft) in stored])
+        await history.record(conn, [_formed(memory, memcell_id, extraction.mode) for memory in saved])
+        standing = await supersession.settle(conn, saved, known, mode=runtime.settings.supersession, gained=gained)
+        for user, profile in extraction.profiles.items():
+            profile["attributes"] = profiles.attributes(supersession.current_facts(standing, user), context.language)
         await repo.insert_profiles(conn, _profile_rows(context, extraction, previous, memcell_id))
         flipped = await repo.mark_processed(conn, cell.ids, memcell_id)
         if flipped != len(cell.ids):
@@ -363,6 +371,21 @@ async def _embed(
         if group:
             vectors.update(zip(group, await embedder.embed(group), strict=True))
     return [vectors[text_of(draft)] for draft in drafts]
+
+
+def _stating(drafts: list[Draft]) -> set[str]:
+    """The users the drafts state facts about."""
+    return {fact["user"] for draft in drafts for fact in draft.metadata.get("facts", ())}
+
+
+def _formed(memory: dict[str, Any], memcell_id, mode: str) -> Event:
+    return Event(
+        UUID(memory["id"]),
+        "formed",
+        "formation",
+        user_id=memory["user_id"],
+        details={"memcell_id": str(memcell_id), "source_message_ids": memory["source_message_ids"], "extraction": mode},
+    )
 
 
 def _memcell_row(context: Context, cell: MemCell, extraction: Extraction) -> dict[str, Any]:

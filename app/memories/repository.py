@@ -8,7 +8,8 @@ from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import delete, func, or_, select, tuple_, update
+from sqlalchemy import delete, func, literal, literal_column, or_, select, tuple_, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import memories
@@ -238,27 +239,30 @@ async def superseded_by(conn: AsyncConnection, memory_id: UUID) -> list[dict[str
     return [to_api(dict(row)) for row in (await conn.execute(statement)).mappings()]
 
 
-async def with_facts_of(conn: AsyncConnection, user_ids: Sequence[str], before: datetime) -> list[dict[str, Any]]:
-    """The current memories holding a fact (``metadata.facts``) about one of these users, said at or before
-    ``before``: the candidates a new fact may supersede or restate."""
-    facts = memories.c.metadata["facts"]
+async def with_facts_of(conn: AsyncConnection, user_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The current memories stating a fact (``metadata.facts``) about one of these users, whoever's copy they are and
+    in whichever group: the candidates a new fact may supersede or restate."""
+    # The expression of migration 0024's GIN index, ix_memories_facts, and its condition.
+    facts = literal_column("memories.metadata -> 'facts'", JSONB)
+    about = or_(*[facts.op("@>")(literal([{"user": user}], JSONB)) for user in user_ids])
     statement = select(
         memories.c.id,
         memories.c.memory_type,
         memories.c.user_id,
         memories.c.timestamp,
-        memories.c.content,
         memories.c.source_message_ids,
         memories.c.metadata,
-    ).where(
-        memories.c.status == "current",
-        memories.c.timestamp <= before,
-        func.jsonb_typeof(facts) == "array",
-        or_(*[memories.c.user_id == user for user in user_ids], memories.c.user_id.is_(None)),
+    ).where(memories.c.status == "current", memories.c.metadata.has_key("facts"), about)
+    return [dict(row) for row in (await conn.execute(statement.order_by(memories.c.timestamp))).mappings()]
+
+
+async def add_sources(conn: AsyncConnection, memory_id: UUID, message_ids: Sequence[str]) -> None:
+    """A memory said again: it gains the messages that said it."""
+    await conn.execute(
+        update(memories)
+        .where(memories.c.id == memory_id)
+        .values(source_message_ids=func.array_cat(memories.c.source_message_ids, list(message_ids)))
     )
-    rows = [dict(row) for row in (await conn.execute(statement.order_by(memories.c.timestamp))).mappings()]
-    wanted = set(user_ids)
-    return [row for row in rows if any(fact.get("user") in wanted for fact in row["metadata"]["facts"])]
 
 
 async def deleted_before(conn: AsyncConnection, before: datetime, limit: int) -> list[dict[str, Any]]:

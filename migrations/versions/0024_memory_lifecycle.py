@@ -4,6 +4,7 @@
 current), ``superseded_by`` (the memory that holds the newer value), ``superseded_at`` (that memory's time: ``as_of``
 searches compare with it), ``expires_at`` (a memory is not found after it; the sweep marks it expired) and
 ``deleted_at`` (a soft delete's time: the purge removes it for good after ``MEMSYS_DELETED_RETENTION_DAYS``).
+``ix_memories_facts`` finds the memories stating facts about a user (``metadata.facts``, supersession's candidates).
 Searches read current memories only by default (``sql/retrieval.sql``'s ``in_scope``); the memories that are not
 current, or that will expire, are few and sit in a partial index, which ``lifecycle_hidden`` counts from.
 
@@ -67,6 +68,11 @@ def upgrade() -> None:
         "CREATE INDEX ix_memories_not_current ON memories (tenant_id, memory_type, user_id, group_id) "
         "INCLUDE (status, expires_at, has_group_copy) WHERE status <> 'current' OR expires_at IS NOT NULL"
     )
+    # The memories stating facts about a user, wherever they are (supersession's candidates).
+    op.execute(
+        "CREATE INDEX ix_memories_facts ON memories USING gin ((metadata -> 'facts') jsonb_path_ops) "
+        "WHERE metadata ? 'facts'"
+    )
     events = ", ".join(f"'{event}'" for event in EVENTS)
     op.execute(
         f"""
@@ -105,6 +111,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute("DROP TABLE memory_history")
     op.execute("DROP INDEX ix_memories_not_current")
+    op.execute("DROP INDEX ix_memories_facts")
     op.execute(
         "ALTER TABLE memories DROP CONSTRAINT ck_memories_status, DROP COLUMN status, DROP COLUMN superseded_by, "
         "DROP COLUMN superseded_at, DROP COLUMN expires_at, DROP COLUMN deleted_at"

@@ -1,0 +1,219 @@
+"""A memory's life through HTTP: facts that change are superseded at formation, and every memory can be read,
+corrected, deleted and restored, with its history kept (issue 54)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from datetime import datetime
+
+import pytest
+from litestar.testing import TestClient
+
+from tests.formation_helpers import FLUSH, MEMORIZE, message, rows
+
+pytestmark = pytest.mark.citus
+
+SEARCH = "/api/v3/agentic/retrieve_lightweight"
+MEMORIES = "/api/v3/agentic/memories"
+JANUARY = datetime.fromisoformat("2026-01-10T09:00:00+00:00")
+JUNE = datetime.fromisoformat("2026-06-12T18:00:00+00:00")
+SESSIONS = [
+    (
+        JANUARY,
+        "alice_jan",
+        [
+            "Hi! I live in Paris and work as a nurse, long shifts at the hospital.",
+            "My cat Felix keeps me sane after work.",
+        ],
+    ),
+    (
+        JUNE,
+        "alice_jun",
+        [
+            "Big news: I moved to Berlin last month and I now work as a software developer.",
+            "Felix passed away in April, so I adopted a dog called Rex.",
+        ],
+    ),
+]
+
+
+def _tell(client: TestClient, sessions=SESSIONS) -> None:
+    n = 0
+    for start, group, lines in sessions:
+        for line in lines:
+            n += 1
+            body = message(n, line, sender="alice", sender_name="Alice", group_id=group, at=start.replace(minute=n))
+            assert client.post(MEMORIZE, json=body).status_code == 200
+            reply = message(
+                100 + n,
+                "That's lovely to hear.",
+                sender="assistant",
+                group_id=group,
+                at=start.replace(minute=n, second=30),
+            )
+            assert client.post(MEMORIZE, json=reply).status_code == 200
+        assert client.post(FLUSH, json={"group_id": group}).status_code == 200
+
+
+def _search(client: TestClient, query: str, **extra) -> dict:
+    answer = client.post(SEARCH, json={"query": query, "user_id": "alice", **extra})
+    assert answer.status_code == 200, answer.text
+    return answer.json()["result"]
+
+
+def test_a_fact_that_changes_is_superseded_and_the_new_value_comes_first(client: TestClient, database_url: str):
+    _tell(client)
+    for query, new, old in (
+        ("Where does Alice live?", "Berlin", "Paris"),
+        ("What is Alice's job?", "software developer", "nurse"),
+        ("What pet does Alice have?", "Rex", "Felix"),
+    ):
+        for source in ("episode", "event_log", "semantic_memory"):
+            found = _search(client, query, data_source=source)
+            assert found["memories"], (query, source)
+            # The first memory that says either value says the new one, and none says only the old one.
+            stating = [m["content"] for m in found["memories"] if new in m["content"] or old in m["content"]]
+            assert stating and new in stating[0], (query, source, stating)
+            assert all(new in text for text in stating), (query, source, stating)
+            assert found["metadata"]["hidden"]["superseded"] >= 1, (query, source)
+
+    # Superseded memories stay readable: asked for, they come back marked, pointing at what replaced them.
+    found = _search(client, "Where does Alice live?", data_source="semantic_memory", include_superseded=True)
+    paris = next(m for m in found["memories"] if "Paris" in m["content"])
+    assert paris["status"] == "superseded" and paris["superseded_by"]
+    assert paris["valid_to"] == "2026-06-12"
+    newer = client.get(f"{MEMORIES}/{paris['superseded_by']}").json()["result"]["memory"]
+    assert "Berlin" in newer["content"] and newer["status"] == "current"
+
+    # as_of: what was true in March is Paris, and Berlin was not said yet.
+    found = _search(client, "Where does Alice live?", data_source="semantic_memory", as_of="2026-03-01T00:00:00Z")
+    said = [m["content"] for m in found["memories"]]
+    assert said[0] == "Alice lives in Paris." and not any("Berlin" in text or "Rex" in text for text in said), said
+
+    # The history says why, and the profile holds the current values with their sources.
+    events = client.get(f"{MEMORIES}/{paris['id']}/history").json()["result"]["events"]
+    assert [e["event"] for e in events] == ["formed", "superseded"]
+    assert events[1]["details"]["old_value"] == "paris" and events[1]["details"]["new_value"] == "berlin"
+    profile = _search(client, "", data_source="profile", group_id="alice_jun")["memories"][0]["profile"]
+    assert profile["attributes"]["lives_in"]["value"] == "Berlin"
+    assert profile["attributes"]["works_as"]["value"] == "software developer"
+    assert [pet["value"] for pet in profile["attributes"]["pets"]] == ["dog Rex"]
+    assert profile["attributes"]["lives_in"]["memory_id"] == newer["id"]
+
+    # Restore undoes an automatic supersession.
+    restored = client.post(f"{MEMORIES}/{paris['id']}/restore")
+    assert restored.status_code == 200 and restored.json()["result"]["memory"]["status"] == "current"
+    found = _search(client, "Where does Alice live?", data_source="semantic_memory")
+    assert {"Alice lives in Paris.", "Alice lives in Berlin."} <= {m["content"] for m in found["memories"]}
+
+
+def test_someone_elses_change_a_restatement_and_an_addition_supersede_nothing(client: TestClient, database_url: str):
+    sessions = [
+        (JANUARY, "bob_jan", ["I live in Lisbon and I'm allergic to shellfish.", "My cat Tom sleeps all day."]),
+        (
+            JUNE,
+            "bob_jun",
+            [
+                "My sister moved to Berlin last week.",
+                "I reminded the waiter of my shellfish allergy.",
+                "I also adopted a dog called Rex, Tom loves him.",
+            ],
+        ),
+    ]
+    for k, (start, group, lines) in enumerate(sessions):
+        for i, line in enumerate(lines):
+            body = message(
+                10 * k + i, line, sender="bob", sender_name="Bob", group_id=group, at=start.replace(minute=i)
+            )
+            assert client.post(MEMORIZE, json=body).status_code == 200
+        assert client.post(FLUSH, json={"group_id": group}).status_code == 200
+    statuses = rows(database_url, "SELECT status, count(*) AS n FROM memories GROUP BY status")
+    assert {r["status"]: r["n"] for r in statuses} == {"current": sum(r["n"] for r in statuses)}
+    # The allergy said again is one semantic memory with both sources, recorded as restated.
+    allergy = rows(
+        database_url,
+        "SELECT id, source_message_ids FROM memories WHERE memory_type = 'semantic_memory' AND content LIKE '%allergic%'",
+    )
+    assert len(allergy) == 1 and len(allergy[0]["source_message_ids"]) == 2
+    events = client.get(f"{MEMORIES}/{allergy[0]['id']}/history").json()["result"]["events"]
+    assert [e["event"] for e in events] == ["formed", "restated"]
+
+
+def test_a_memory_is_corrected_deleted_and_restored_with_its_history(client: TestClient, database_url: str):
+    _tell(client, SESSIONS[:1])
+    entry = rows(database_url, "SELECT id FROM memories WHERE memory_type = 'event_log' AND content LIKE '%Felix%'")[0][
+        "id"
+    ]
+    url = f"{MEMORIES}/{entry}"
+    got = client.get(url).json()["result"]
+    assert got["memory"]["status"] == "current" and got["sources"]["message_ids"] == ["msg_002"]
+
+    edited = client.patch(url, json={"content": "Alice: My cat Felix and my goldfish Bubbles keep me sane."})
+    assert edited.status_code == 200, edited.text
+    # Searchable by keyword at once; by meaning once the worker embedded it again.
+    found = _search(client, "Bubbles goldfish", data_source="event_log", retrieval_mode="bm25")
+    assert found["memories"][0]["id"] == str(entry)
+    deadline = time.monotonic() + 20
+    while (
+        rows(database_url, "SELECT embedding_model FROM memories WHERE id = %s", entry)[0]["embedding_model"]
+        == "edited"
+    ):
+        assert time.monotonic() < deadline, "the corrected memory was not embedded again"
+        time.sleep(0.2)
+    found = _search(client, "Bubbles goldfish", data_source="event_log", retrieval_mode="embedding")
+    assert found["memories"][0]["id"] == str(entry)
+
+    assert client.delete(url).status_code == 200
+    found = _search(client, "Bubbles goldfish", data_source="event_log", retrieval_mode="bm25")
+    assert str(entry) not in [m["id"] for m in found["memories"]]
+    assert found["metadata"]["hidden"]["deleted"] == 1
+    listed = client.get(MEMORIES, params={"user_id": "alice", "memory_type": "event_log"}).json()["result"]
+    assert str(entry) not in [m["id"] for m in listed["memories"]]
+    assert client.post(f"{url}/restore").status_code == 200
+    found = _search(client, "Bubbles goldfish", data_source="event_log", retrieval_mode="bm25")
+    assert found["memories"][0]["id"] == str(entry)
+
+    events = client.get(f"{url}/history").json()["result"]["events"]
+    assert [e["event"] for e in events] == ["formed", "edited", "reembedded", "deleted", "restored"]
+    assert "goldfish" in events[1]["details"]["after"]["content"]
+    assert "goldfish" not in events[1]["details"]["before"]["content"]
+    assert events[1]["actor"] == "anonymous"
+
+
+def test_bad_edits_are_400s_naming_the_field_and_unknown_ids_404s(client: TestClient, database_url: str):
+    _tell(client, SESSIONS[:1])
+    entry = rows(database_url, "SELECT id FROM memories WHERE memory_type = 'event_log' LIMIT 1")[0]["id"]
+    url = f"{MEMORIES}/{entry}"
+    for body, field in (
+        ({"content": "   "}, "content"),
+        ({"valid_from": "2026-05-01", "valid_to": "2026-04-01"}, "valid_to"),
+        ({"status": "deleted"}, "status"),
+        ({"colour": "red"}, "colour"),
+        ({"valid_to": "yesterday"}, "valid_to"),
+    ):
+        answer = client.patch(url, json=body)
+        assert answer.status_code == 400, (body, answer.text)
+        assert field in answer.json()["message"], (body, answer.json())
+    for missing in ("00000000-0000-4000-8000-000000000000", "not-a-uuid"):
+        for method, path in (("GET", ""), ("PATCH", ""), ("DELETE", ""), ("POST", "/restore"), ("GET", "/history")):
+            answer = client.request(
+                method, f"{MEMORIES}/{missing}{path}", json={"content": "x"} if method == "PATCH" else None
+            )
+            assert answer.status_code == 404, (method, path, answer.text)
+
+
+def test_concurrent_edits_each_keep_their_history_entry_in_order(client: TestClient, database_url: str):
+    _tell(client, SESSIONS[:1])
+    entry = rows(database_url, "SELECT id FROM memories WHERE memory_type = 'event_log' LIMIT 1")[0]["id"]
+    url = f"{MEMORIES}/{entry}"
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda i: client.patch(url, json={"content": f"Alice: version {i}"}), range(8)))
+    assert [a.status_code for a in answers] == [200] * 8
+    edits = [e for e in client.get(f"{url}/history").json()["result"]["events"] if e["event"] == "edited"]
+    assert len(edits) == 8
+    # Each edit's "before" is what the edit before it left: none was lost.
+    for earlier, later in zip(edits, edits[1:], strict=False):
+        assert later["details"]["before"]["content"] == earlier["details"]["after"]["content"]
+    final = client.get(url).json()["result"]["memory"]["content"]
+    assert final == edits[-1]["details"]["after"]["content"]
