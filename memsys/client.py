@@ -164,6 +164,28 @@ class Memsys:
                 return
             filters["cursor"] = page.next_cursor
 
+    def get_memory(self, memory_id: str) -> models.MemoryDetail:
+        """One memory with its status, validity, sources and what superseded it."""
+        return self.send(operations.get_memory(memory_id))
+
+    def edit_memory(
+        self, memory_id: str, request: models.MemoryPatch | dict | None = None, **fields: Any
+    ) -> models.MemoryDetail:
+        """Correct ``content``, ``valid_from``, ``valid_to``, ``expires_at``, or set ``status`` back to current."""
+        return self.send(operations.edit_memory(memory_id, request_of(models.MemoryPatch, request, fields)))
+
+    def delete_memory(self, memory_id: str) -> dict[str, Any]:
+        """Delete a memory (restorable until the purge)."""
+        return self.send(operations.delete_memory(memory_id))
+
+    def restore_memory(self, memory_id: str) -> models.MemoryDetail:
+        """Bring back a deleted, superseded or expired memory."""
+        return self.send(operations.restore_memory(memory_id))
+
+    def memory_history(self, memory_id: str) -> models.MemoryHistory:
+        """A memory's events, oldest first."""
+        return self.send(operations.memory_history(memory_id))
+
     def forget_user(self, user_id: str) -> dict[str, Any]:
         """Delete a user's messages, memories and profiles (any id, ``/`` included); what was deleted."""
         return self.send(operations.forget_user(user_id))
@@ -287,6 +309,23 @@ class AsyncMemsys:
             if page.next_cursor is None:
                 return
             filters["cursor"] = page.next_cursor
+
+    async def get_memory(self, memory_id: str) -> models.MemoryDetail:
+        return await self.send(operations.get_memory(memory_id))
+
+    async def edit_memory(
+        self, memory_id: str, request: models.MemoryPatch | dict | None = None, **fields: Any
+    ) -> models.MemoryDetail:
+        return await self.send(operations.edit_memory(memory_id, request_of(models.MemoryPatch, request, fields)))
+
+    async def delete_memory(self, memory_id: str) -> dict[str, Any]:
+        return await self.send(operations.delete_memory(memory_id))
+
+    async def restore_memory(self, memory_id: str) -> models.MemoryDetail:
+        return await self.send(operations.restore_memory(memory_id))
+
+    async def memory_history(self, memory_id: str) -> models.MemoryHistory:
+        return await self.send(operations.memory_history(memory_id))
 
     async def forget_user(self, user_id: str) -> dict[str, Any]:
         return await self.send(operations.forget_user(user_id))

@@ -91,6 +91,8 @@ class ScopedSearchRequest(Request):
     top_k: int = 20
     memory_scope: MemoryScope = "all"
     current_time: date | None = None
+    include_superseded: bool = False
+    as_of: datetime | None = None
     explain: bool = False
 
 
@@ -118,6 +120,8 @@ class RetrievedMemory(Result):
     source_message_ids: list[str]
     valid_from: str | None = None
     valid_to: str | None = None
+    status: str = "current"
+    superseded_by: str | None = None
     subject: str | None = None
     episode: str | None = None
     profile: dict[str, Any] | None = None
@@ -344,3 +348,25 @@ class MemoryPage(Result):
     memories: list[dict[str, Any]]
     count: int
     next_cursor: str | None = Field(description="Pass as cursor for the next page; None on the last page")
+
+
+class MemoryPatch(Request):
+    """A correction of one memory; the fields left out stay as they are."""
+
+    content: str | None = None
+    valid_from: date | None = None
+    valid_to: date | None = None
+    expires_at: datetime | None = None
+    status: str | None = Field(default=None, description="current: bring back a superseded or expired memory")
+
+
+class MemoryDetail(Result):
+    memory: dict[str, Any]
+    sources: dict[str, Any]
+    superseded_by: dict[str, Any] | None = None
+    supersedes: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class MemoryHistory(Result):
+    memory_id: str
+    events: list[dict[str, Any]]

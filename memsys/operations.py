@@ -38,6 +38,11 @@ OPERATION_IDS = {
     "saveConversationMeta": "save_conversation_meta",
     "getConversationMeta": "get_conversation_meta",
     "listMemories": "list_memories",
+    "getMemory": "get_memory",
+    "editMemory": "edit_memory",
+    "deleteMemory": "delete_memory",
+    "restoreMemory": "restore_memory",
+    "memoryHistory": "memory_history",
     # The client sends an id as a query parameter, which carries any id ("/" included); the path forms are
     # the same operations for curl.
     "forgetUser": "forget_user",
@@ -123,3 +128,30 @@ def forget_group(group_id: str) -> Call:
 
 def export_user(user_id: str) -> Call:
     return Call("GET", f"{V3}/export", None, params={"user_id": user_id})
+
+
+def get_memory(memory_id: str) -> Call:
+    return Call("GET", f"{V3}/memories/{_memory_id(memory_id)}", models.MemoryDetail)
+
+
+def edit_memory(memory_id: str, request: models.MemoryPatch) -> Call:
+    return Call("PATCH", f"{V3}/memories/{_memory_id(memory_id)}", models.MemoryDetail, json=request.body())
+
+
+def delete_memory(memory_id: str) -> Call:
+    return Call("DELETE", f"{V3}/memories/{_memory_id(memory_id)}", None)
+
+
+def restore_memory(memory_id: str) -> Call:
+    return Call("POST", f"{V3}/memories/{_memory_id(memory_id)}/restore", models.MemoryDetail)
+
+
+def memory_history(memory_id: str) -> Call:
+    return Call("GET", f"{V3}/memories/{_memory_id(memory_id)}/history", models.MemoryHistory)
+
+
+def _memory_id(memory_id: str) -> str:
+    """Memory ids are UUIDs, which a path carries as they are; anything else would change the path."""
+    if not memory_id or any(not (char.isalnum() or char == "-") for char in memory_id):
+        raise ValueError(f"not a memory id: {memory_id!r}")
+    return memory_id

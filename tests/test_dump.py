@@ -79,7 +79,17 @@ def test_export_then_import_round_trip_other_model_and_bad_dumps(dumped, server_
     assert head["embedding"] == {"model": "local:all-MiniLM-L6-v2", "dimensions": 384}
     assert end == {"type": "end", "rows": len(lines) - 2 - sum(1 for line in lines if line["type"] == "tenant")}
     kinds = {line["type"] for line in lines}
-    assert kinds == {"header", "tenant", "conversation_meta", "memcell", "message", "memory", "profile", "end"}
+    assert kinds == {
+        "header",
+        "tenant",
+        "conversation_meta",
+        "memcell",
+        "message",
+        "memory",
+        "memory_event",
+        "profile",
+        "end",
+    }
     memory = next(line for line in lines if line["type"] == "memory")
     assert len(memory["embedding"]) == 384 and memory["embedding_model"] == "local:all-MiniLM-L6-v2"
     assert "tsv" not in memory and "api_key" not in path.read_text()
@@ -100,7 +110,7 @@ def test_export_then_import_round_trip_other_model_and_bad_dumps(dumped, server_
     again = memsys(target, "import", str(path))  # run again: nothing is added twice
     assert again.returncode == 0
     assert (
-        "memsys import: added 0 forgotten_user, 0 conversation_meta, 0 memcell, 0 message, 0 memory, 0 profile; "
+        "memsys import: added 0 forgotten_user, 0 conversation_meta, 0 memcell, 0 message, 0 memory, 0 memory_event, 0 profile; "
         "embedded again: 0" in again.stderr.splitlines()
     )
     assert f"memsys import: skipped, already present (same id or same message): {_counts(lines)}" in again.stderr

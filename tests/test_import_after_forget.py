@@ -124,13 +124,14 @@ def test_a_dump_from_before_a_forget_brings_nobody_back_and_duplicates_nothing(
     assert _wei_words(database_url) == []
     lines = done.stderr.splitlines()
     assert (
-        "memsys import: added 0 forgotten_user, 0 conversation_meta, 0 memcell, 0 message, 0 memory, 0 profile; "
+        "memsys import: added 0 forgotten_user, 0 conversation_meta, 0 memcell, 0 message, 0 memory, 0 memory_event, 0 profile; "
         "embedded again: 0" in lines
     )
     # wei's rows: 2 MemCells (the group's, the personal one), 4 messages, the memories about wei (3 + 1 event
-    # logs, the personal episode and wei's copy of the group episode), 2 profiles, the participant entry.
+    # logs, the personal episode and wei's copy of the group episode, the semantic memory of wei's allergy), 2
+    # profiles, the participant entry.
     assert (
-        "memsys import: skipped, about users forgotten since (acme: wei): 2 memcell, 4 message, 6 memory, "
+        "memsys import: skipped, about users forgotten since (acme: wei): 2 memcell, 4 message, 7 memory, "
         "2 profile, 1 participant entry; to bring one back: memsys import FILE --include-forgotten USER" in lines
     ), done.stderr
     # The others' rows of the group's old MemCell: alice's 7 event logs, her copy and the group's episode, her
@@ -138,7 +139,7 @@ def test_a_dump_from_before_a_forget_brings_nobody_back_and_duplicates_nothing(
     assert "memsys import: skipped with their MemCell: 9 memory, 1 profile" in lines, done.stderr
     assert (
         "memsys import: skipped, already present (same id or same message): 2 conversation_meta, 2 memcell, "
-        "18 message, 15 memory, 3 profile" in lines
+        "18 message, 16 memory, 32 memory_event, 3 profile" in lines
     ), done.stderr
 
     # A dump taken after the forget holds the record of it, the same as the database's: nothing to add.
@@ -158,10 +159,11 @@ def test_a_dump_from_before_a_forget_brings_nobody_back_and_duplicates_nothing(
     # The group's old MemCell is not written (alice's words are in the MemCell formed since): wei's three messages
     # of it come back without it, queued to be formed again; the personal MemCell comes back whole.
     assert "memsys import: skipped, formed again since the dump: 1 memcell" in again.stderr.splitlines()
-    assert "memsys import: skipped with their MemCell: 13 memory, 2 profile" in again.stderr.splitlines()
+    assert "memsys import: skipped with their MemCell: 14 memory, 2 profile" in again.stderr.splitlines()
     assert "memsys import: 3 message to form again (their MemCell was not imported): queued" in again.stderr
     assert (
-        "memsys import: added 0 forgotten_user, 0 conversation_meta, 1 memcell, 4 message, 2 memory, 1 profile; "
+        "memsys import: added 0 forgotten_user, 0 conversation_meta, 1 memcell, 4 message, 2 memory, 2 memory_event, "
+        "1 profile; "
         "embedded again: 0" in again.stderr.splitlines()
     ), again.stderr
     wait_for(database_url, f"SELECT count(*) FROM messages WHERE {ACME} AND status = 'pending'", 0, timeout=60)

@@ -133,7 +133,8 @@ def test_someone_elses_change_a_restatement_and_an_addition_supersede_nothing(cl
     # The allergy said again is one semantic memory with both sources, recorded as restated.
     allergy = rows(
         database_url,
-        "SELECT id, source_message_ids FROM memories WHERE memory_type = 'semantic_memory' AND content LIKE '%allergic%'",
+        "SELECT id, source_message_ids FROM memories "
+        "WHERE memory_type = 'semantic_memory' AND content LIKE '%allergic%'",
     )
     assert len(allergy) == 1 and len(allergy[0]["source_message_ids"]) == 2
     events = client.get(f"{MEMORIES}/{allergy[0]['id']}/history").json()["result"]["events"]

@@ -53,7 +53,16 @@ class Serve:
 
 def test_the_readme_walkthrough_runs_as_written(tmp_path):
     blocks = walkthrough()
-    assert [kind for kind, _ in blocks] == ["serve", "client", "client", "client", "client", "serve-llm", "client"]
+    assert [kind for kind, _ in blocks] == [
+        "serve",
+        "client",
+        "client",
+        "client",
+        "client",
+        "client",
+        "serve-llm",
+        "client",
+    ]
     port = free_port()
     env = {
         **os.environ,
@@ -83,7 +92,7 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path):
 
     server = Serve(blocks[0][1], env, port, tmp_path / "serve.log")
     try:
-        for _, text in blocks[1:5]:
+        for _, text in blocks[1:6]:
             client(text)
     finally:
         server.stop()
@@ -100,19 +109,28 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path):
     knowledge = context["result"]["messages"][1]["content"]
     assert knowledge.startswith("[Retrieved Knowledge]") and "peanuts" in knowledge
 
+    # A fact that changes: the newer value first, the older one superseded by it; a correction in the history.
+    changed, diet, edited, history = outputs[7]["result"], outputs[8]["result"]["memories"], outputs[9], outputs[10]
+    assert changed["status_info"] == "accumulated"
+    assert diet[0]["content"] == "alice is vegan." and diet[0]["status"] == "current"
+    assert diet[1]["content"] == "alice is vegetarian." and diet[1]["status"] == "superseded"
+    assert diet[1]["superseded_by"] == diet[0]["id"]
+    assert edited["result"]["memory"]["content"] == "alice is vegan, but eats honey."
+    assert [event["event"] for event in history["result"]["events"]][:2] == ["formed", "edited"]
+
     with FakeLLM() as llm:
         llm.queue(
             tool_calls(("search_memories", {"query": "Alice allergies food she cannot eat"})),
             "Alice is vegetarian and allergic to peanuts: no meat, no peanuts.",
         )
-        serve_llm = blocks[5][1].replace("127.0.0.1:8080", llm.base_url.removeprefix("http://").removesuffix("/v1"))
+        serve_llm = blocks[6][1].replace("127.0.0.1:8080", llm.base_url.removeprefix("http://").removesuffix("/v1"))
         server = Serve(serve_llm, env, port, tmp_path / "serve-llm.log")
         try:
-            client(blocks[6][1])
+            client(blocks[7][1])
         finally:
             server.stop()
-        assert outputs[7]["status"] == "ok", outputs[7]
-        agent = outputs[7]["result"]
+        assert outputs[11]["status"] == "ok", outputs[11]
+        agent = outputs[11]["result"]
         assert agent["success"] and agent["answer"].startswith("Alice is vegetarian")
         tool_reply = [m for m in agent["messages"] if m["role"] == "tool"][0]["content"]
         assert "peanuts" in tool_reply

@@ -14,6 +14,7 @@ from app.compat import service
 from app.compat.schemas import V0Add, V0ConversationMeta, V0Delete, V0Fetch, V0Search
 from app.conversation_meta import service as conversation_meta
 from app.errors import InvalidParameter, NotFound
+from app.http.auth import actor_of
 from app.http.dependencies import provide_runtime
 from app.memorize.schemas import MemorizeRequest
 from app.runtime import Runtime
@@ -65,7 +66,9 @@ class V0Controller(Controller):
     async def delete(self, request: Request, runtime: NamedDependency[Runtime]) -> Body:
         given = V0Delete(**await _parameters(request))
         memory_id = given.memory_id or given.id or given.event_id
-        count = await service.delete(runtime, memory_id=memory_id, user_id=given.user_id, group_id=given.group_id)
+        count = await service.delete(
+            runtime, memory_id=memory_id, user_id=given.user_id, group_id=given.group_id, actor=actor_of(request)
+        )
         filters = [
             name
             for name in ("memory_id", "user_id", "group_id")

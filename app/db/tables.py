@@ -303,12 +303,23 @@ def _memories_table(dimensions: int) -> Table:
         Index(None, "tenant_id", "memory_type", "group_id", "timestamp"),
         Index(None, "tenant_id", "memory_type", "user_id", "timestamp"),
         Index(None, "tenant_id", "memcell_id"),
-        # What the count behind a short answer's metadata.hidden tests, without reading the rows (migration 0021).
+        # What the count behind a short answer's metadata.hidden tests, without reading the rows (migrations 0021,
+        # 0024).
         Index(
             None,
             "tenant_id",
             "memory_type",
-            postgresql_include=["user_id", "group_id", "timestamp", "valid_from", "valid_to", "has_group_copy"],
+            postgresql_include=[
+                "user_id",
+                "group_id",
+                "timestamp",
+                "valid_from",
+                "valid_to",
+                "has_group_copy",
+                "status",
+                "superseded_at",
+                "expires_at",
+            ],
         ),
         # The few memories a search leaves out by their status or expiry, counted in metadata.hidden (migration 0024).
         Index(
@@ -323,8 +334,9 @@ def _memories_table(dimensions: int) -> Table:
         # The memories stating facts about a user (migration 0024): supersession's candidates.
         Index(
             "ix_memories_facts",
-            text("(metadata -> 'facts') jsonb_path_ops"),
+            literal_column("metadata").op("->")(literal_column("'facts'")).label("facts"),
             postgresql_using="gin",
+            postgresql_ops={"facts": "jsonb_path_ops"},
             postgresql_where=text("metadata ? 'facts'"),
         ),
         # Whether a scope holds a memory in another language than the query's (migration 0016).

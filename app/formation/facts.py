@@ -137,6 +137,10 @@ _ENGLISH: list[tuple[str, re.Pattern[str]]] = [
         ("school", rf"\bI(?:'ve| have)? {_NOW}(?:transferred|switched) to {_SCHOOL}"),
         ("school", rf"\bI {_NOW}(?:attend|started at|enrolled at) {_SCHOOL}"),
         ("allergy", r"\bI(?:'m| am) (?:very |severely |really )?allergic to (?P<v>[a-z][a-z -]{1,30}?)" + _PHRASE_END),
+        (
+            "allergy",
+            r"\bI(?:'m| am)\b[^.;!?]*? and (?:very |severely )?allergic to (?P<v>[a-z][a-z -]{1,30}?)" + _PHRASE_END,
+        ),
         ("allergy", r"\b[Mm]y (?P<v>[a-z]+(?: [a-z]+)?) allergy\b"),
         ("language", rf"\bI {_NOW}(?:speak|am learning|'m learning|learned|learnt) {_LANGUAGE}"),
         ("name", r"\b[Mm]y name is (?P<v>[A-Z][a-z]+(?: [A-Z][a-z]+)?)"),
@@ -260,6 +264,15 @@ def facts_of(user: str, text: str) -> list[Fact]:
                 found.append(fact)
                 seen.add(attribute)
     return found
+
+
+def unstated(text: str) -> str:
+    """``text`` without the phrases that state facts: what else the message says (``holds_more``)."""
+    said = [False] * len(text)
+    for _, pattern in (*_ENGLISH, *_CHINESE):
+        for match in pattern.finditer(text):
+            said[match.start() : match.end()] = [True] * (match.end() - match.start())
+    return "".join(" " if hidden else char for char, hidden in zip(text, said, strict=True))
 
 
 def _hedged(sentence: str, match: re.Match[str]) -> bool:

@@ -84,6 +84,7 @@ def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[s
     owners: list[str | None] = [*([None] if group_id else []), *cell.participants]
     entries = message_entries(cell, context)
     stated = _episode_facts(entries)
+    more = any(entry.metadata.get("holds_more") for entry in entries)
     drafts = [
         Draft(
             "episode",
@@ -95,6 +96,7 @@ def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[s
                 "extraction": "offline",
                 "boundary_reason": cell.reason,
                 **({"facts": stated} if stated else {}),
+                **({"holds_more": True} if stated and more else {}),
             },
             **episode,
         )
@@ -129,7 +131,7 @@ def message_entries(cell: MemCell, context: Context) -> list[Draft]:
                 "extraction": "offline",
                 "local_time": m["create_time"].astimezone(zone).isoformat(),
                 **({"assistant": True} if context.is_assistant(m["sender"]) else {}),
-                **({"facts": stated} if (stated := _facts_of(m, context)) else {}),
+                **_facts_of(m, context),
             },
             before=lines[max(0, i - CONTEXT_TURNS) : i],
             after=lines[i + 1 : i + 1 + CONTEXT_TURNS],
@@ -138,11 +140,20 @@ def message_entries(cell: MemCell, context: Context) -> list[Draft]:
     ]
 
 
-def _facts_of(message: dict, context: Context) -> list[dict]:
-    """What a participant's message states about them (an assistant's states nothing about the user)."""
+MORE_WORDS = 4
+"""Content words beyond its facts from which a message says more than them (``holds_more``)."""
+
+
+def _facts_of(message: dict, context: Context) -> dict:
+    """What a participant's message states about them (an assistant's states nothing about the user), as metadata:
+    ``facts``, and ``holds_more`` when it says more than its facts (or, without facts, says anything of
+    substance): supersession then marks its facts outdated but keeps the memory current."""
     if context.is_assistant(message["sender"]):
-        return []
-    return [fact.as_json() for fact in facts.facts_of(message["sender"], message["content"])]
+        return {}
+    stated = [fact.as_json() for fact in facts.facts_of(message["sender"], message["content"])]
+    rest = message["content"] if not stated else facts.unstated(message["content"])
+    more = sum(profiles.keyword_counts([rest]).values()) >= MORE_WORDS
+    return {**({"facts": stated} if stated else {}), **({"holds_more": True} if more else {})}
 
 
 def _episode_facts(entries: list[Draft]) -> list[dict]:

@@ -31,9 +31,6 @@ class MemoryPage(BaseModel):
     next_cursor: str | None = Field(description="Pass as cursor for the next page; null on the last page")
 
 
-MemoryStatus = Literal["current", "superseded", "deleted", "expired"]
-
-
 class MemoryPatch(BaseModel):
     """PATCH /api/v3/agentic/memories/{memory_id}: what a correction may change; fields left out stay as they are."""
 
@@ -47,8 +44,8 @@ class MemoryPatch(BaseModel):
     valid_from: date | None = Field(default=None, description="YYYY-MM-DD: from when it holds")
     valid_to: date | None = Field(default=None, description="YYYY-MM-DD: until when it held")
     expires_at: datetime | None = Field(default=None, description="ISO 8601: not found after this time")
-    status: Literal["current"] | None = Field(
-        default=None, description="current: bring back a superseded or expired memory (as restore does)"
+    status: str | None = Field(
+        default=None, description="current: bring back a superseded or expired memory (as restore does); the only value"
     )
 
     _parse_days = field_validator("valid_from", "valid_to", mode="before")(
@@ -57,6 +54,13 @@ class MemoryPatch(BaseModel):
     _parse_expiry = field_validator("expires_at", mode="before")(
         lambda value: None if value is None else parse_iso_datetime(value)
     )
+
+    @field_validator("status")
+    @classmethod
+    def _current(cls, value: str | None) -> str | None:
+        if value is not None and value != "current":
+            raise ValueError("can only be current (DELETE deletes; supersession and expiry happen by themselves)")
+        return value
 
     @field_validator("content")
     @classmethod

@@ -8,7 +8,9 @@ conversation imported late is superseded by what the user said since). Every ear
 marked outdated (``metadata.facts[i].outdated_by``); a memory whose every fact is outdated becomes ``superseded``,
 ``superseded_by`` the newer memory of its own type (an event-log entry by an event-log entry), ``superseded_at`` and
 ``valid_to`` when that was said. A memory that still holds a current fact stays current ("I live in Paris and I'm
-allergic to shellfish" outlives the move): its outdated facts are marked, its text is what was said. Each decision
+allergic to shellfish" outlives the move), and so does one that says more than its facts (``metadata.holds_more``:
+four content words or more besides them, or a message of substance in an episode that states no fact): its
+outdated facts are marked, its text is what was said. Each decision
 is a history event with the rule and the values (``superseded``, or ``suggested`` under ``MEMSYS_SUPERSESSION=suggest``,
 which changes nothing); the same value said again is ``restated``; ``restore`` undoes a supersession.
 
@@ -181,14 +183,18 @@ async def settle(
         if mode == "auto":
             changed.append((memory, marks))
     for memory, marks in changed:
-        whole = all(fact.get("outdated_by") for fact in memory.facts)
+        whole = all(fact.get("outdated_by") for fact in memory.facts) and not memory.metadata.get("holds_more")
         values: dict[str, Any] = {"metadata": {**memory.metadata, "facts": memory.facts}}
         if whole:
             by, when = _latest_mark(marks)
             values.update(status="superseded", superseded_by=by.id, superseded_at=when, valid_to=when.date())
         await memories.change(conn, [memory.id], values)
     await history.record(conn, events)
-    superseded = {memory.id for memory, _ in changed if all(f.get("outdated_by") for f in memory.facts)}
+    superseded = {
+        memory.id
+        for memory, _ in changed
+        if all(f.get("outdated_by") for f in memory.facts) and not memory.metadata.get("holds_more")
+    }
     return [memory for memory in everyone if memory.id not in superseded]
 
 

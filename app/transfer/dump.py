@@ -4,7 +4,8 @@ Line 1 is the header: ``{"type": "header", "format": "memsys.dump", "version": 1
 "embedding": {"model", "dimensions"}, "tenant" (or null: all), "user" (or null)}``. Then, per tenant, one
 ``{"type": "tenant", "tenant_id"}`` line followed by that tenant's rows, one per line, each with its
 ``type`` and ``tenant_id``: ``forgotten_user`` (who was forgotten, and when), ``conversation_meta``, ``memcell``,
-``message``, ``memory`` (with its ``embedding`` and ``embedding_model``) and ``profile``, in that order (each
+``message``, ``memory`` (with its ``embedding`` and ``embedding_model``, its status and validity), ``memory_event`` (its
+history, without the database's sequence number) and ``profile``, in that order (each
 references only earlier ones; an import knows who is forgotten before it reads their rows). A dump without
 ``forgotten_user`` lines (none forgotten, or written before they existed) is the same version.
 The last line is ``{"type": "end", "rows": N}``: a dump without it was cut short and is refused.
@@ -28,7 +29,7 @@ from typing import Any, BinaryIO
 
 from sqlalchemy import Column, Table
 
-from app.db.tables import conversation_meta, forgotten_users, memcells, memories, messages, profiles
+from app.db.tables import conversation_meta, forgotten_users, memcells, memories, memory_history, messages, profiles
 from app.errors import InvalidParameter
 from app.tenancy.scope import check_tenant_id
 from app.transfer.rows import MAX_JSON_DEPTH, Limits, check_json, typed
@@ -42,6 +43,7 @@ TABLES: dict[str, Table] = {
     "memcell": memcells,
     "message": messages,
     "memory": memories,
+    "memory_event": memory_history,
     "profile": profiles,
 }
 """Row types in dump order."""
@@ -57,7 +59,7 @@ def dumped_columns(table: Table) -> list[Column]:
     return [
         column
         for column in table.columns
-        if column.name not in LEFT_OUT and not (table is messages and column.name == "id")
+        if column.name not in LEFT_OUT and not (table in (messages, memory_history) and column.name == "id")
     ]
 
 

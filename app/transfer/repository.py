@@ -12,7 +12,15 @@ from sqlalchemy import ARRAY, Select, Table, Text, and_, bindparam, delete, func
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.tables import conversation_meta, forgotten_users, memcells, memories, messages, profiles
+from app.db.tables import (
+    conversation_meta,
+    forgotten_users,
+    memcells,
+    memories,
+    memory_history,
+    messages,
+    profiles,
+)
 from app.forget.repository import conversations_alone_with_assistant
 from app.memories.repository import RETURNED, to_api
 from app.memorize.repository import memcells_of_sender
@@ -99,6 +107,10 @@ def _of_user(kind: str, user_id: str):
         return about
     if kind == "forgotten_user":
         return forgotten_users.c.user_id == user_id
+    if kind == "memory_event":
+        return or_(
+            memory_history.c.user_id == user_id, memory_history.c.memory_id.in_(select(memories.c.id).where(about))
+        )
     return or_(profiles.c.user_id == user_id, profiles.c.group_id.in_(alone))
 
 
@@ -114,6 +126,26 @@ async def insert_rows(conn: AsyncConnection, table: Table, rows: list[dict[str, 
         return 0
     result = await conn.execute(insert(table).on_conflict_do_nothing().returning(table.c.id), rows)
     return len(result.fetchall())
+
+
+async def insert_history(conn: AsyncConnection, rows: list[dict[str, Any]]) -> int:
+    """Insert the events of memories stored here that are not recorded yet (by memory, event and time: an import run
+    again adds nothing twice); an event of a memory the import left out is left out too. How many were new."""
+    if not rows:
+        return 0
+    ids = list({row["memory_id"] for row in rows})
+    present = select(memories.c.id).where(memories.c.id.in_(ids))
+    stored = {row for row in (await conn.execute(present)).scalars()}
+    recorded = select(memory_history.c.memory_id, memory_history.c.event, memory_history.c.at).where(
+        memory_history.c.memory_id.in_(ids)
+    )
+    seen = {tuple(row) for row in (await conn.execute(recorded)).all()}
+    new = [
+        row for row in rows if row["memory_id"] in stored and (row["memory_id"], row["event"], row["at"]) not in seen
+    ]
+    if new:
+        await conn.execute(insert(memory_history), new)
+    return len(new)
 
 
 async def insert_messages(conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

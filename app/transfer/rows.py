@@ -20,7 +20,7 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import ARRAY, BigInteger, Boolean, Column, Date, DateTime, Integer, Text, Uuid
 from sqlalchemy.dialects.postgresql import JSONB
 
-from app.db.tables import MEMORY_TYPES
+from app.db.tables import HISTORY_EVENTS, MEMORY_STATUSES, MEMORY_TYPES
 from app.validation import MAX_IDENTIFIER_CHARS, unstorable
 
 MAX_JSON_DEPTH = 32
@@ -28,17 +28,20 @@ MAX_JSON_DEPTH = 32
 MAX_VECTOR_DIMENSIONS = 16_000
 """pgvector's largest vector."""
 FREE_TEXT = frozenset(
-    {"content", "title", "summary", "topic_summary", "description", "search_tokens", "boundary_reason"}
+    {"content", "title", "summary", "topic_summary", "description", "search_tokens", "boundary_reason", "reason"}
 )
 """Text columns that are not ids or names."""
 CHOICES: dict[str, tuple[str, ...]] = {
     "stream_kind": ("group", "personal"),
-    "status": ("pending", "processed"),
+    "messages.status": ("pending", "processed"),
+    "memories.status": MEMORY_STATUSES,
     "memory_type": MEMORY_TYPES,
     "extraction_mode": ("llm", "offline"),
     "source": ("llm", "derived"),
+    "event": HISTORY_EVENTS,
 }
-"""Columns the schema's check constraints restrict to these words."""
+"""Columns the schema's check constraints restrict to these words, by name (or ``table.name`` where two tables'
+columns of one name hold different words)."""
 _INTEGER_BITS = {Integer: 32, BigInteger: 64}
 
 
@@ -111,14 +114,16 @@ def typed(column: Column, value: Any, limits: Limits) -> Any:
             _identifier(item)
         return value
     if isinstance(kind, Text):
-        return _text(column.name, value, limits)
+        return _text(f"{column.table.name}.{column.name}", value, limits)
     raise ValueError(f"a column of type {kind} cannot be imported")
 
 
-def _text(name: str, value: Any, limits: Limits) -> str:
-    if name in CHOICES:
-        if value not in CHOICES[name]:
-            raise ValueError(f"must be one of {', '.join(CHOICES[name])}")
+def _text(qualified: str, value: Any, limits: Limits) -> str:
+    name = qualified.partition(".")[2]
+    choices = CHOICES.get(qualified) or CHOICES.get(name)
+    if choices:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
         return value
     if name not in FREE_TEXT:
         return _identifier(value)

@@ -277,7 +277,10 @@ async def _write(runtime: Runtime, conn: AsyncConnection, screen: screening.Scre
         ])  # fmt: skip
     kept, detached = screen.keep(kind, rows, stored)
     reembedded = await _embed_again(runtime, kept) if kind == "memory" else 0
-    added = await repository.insert_rows(conn, dump.TABLES[kind], kept)
+    if kind == "memory_event":
+        added = await repository.insert_history(conn, kept)
+    else:
+        added = await repository.insert_rows(conn, dump.TABLES[kind], kept)
     written = await repository.insert_messages(conn, detached)
     screen.written_detached(written)
     tally.added[kind] += added + len(written)
