@@ -108,6 +108,9 @@ class Settings(BaseSettings):
     """When a new memory states a newer value of a fact about its user (where they live, their job, a pet…):
     ``auto`` supersedes the earlier memory (restore undoes it), ``suggest`` records the candidate in its history and
     changes nothing, ``off`` does neither (docs/memories.md)."""
+    outdated_weight: float = Field(default=0.3, gt=0, le=1)
+    """A memory that stays current but still states a fact a newer memory outdated (it says more than that fact)
+    weighs this much in a search's ranking."""
     deleted_retention_days: float = Field(default=30.0, ge=0)
     """A deleted memory can be restored for this long; then the sweep removes it for good (and its history but a
     tombstone)."""

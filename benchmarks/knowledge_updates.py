@@ -10,8 +10,8 @@ Every statement is drawn from one of two sets of wordings: ``tuned`` (the wordin
 written against) and ``held_out`` (written apart, never used to change the patterns); both are reported.
 
 Figures, per attribute, language, wording set and memory type searched:
-* ``current_first@1``: the first memory found states the new value;
-* ``current_first@5``: the new value is in the first five, and no memory stating only the old value ranks above it;
+* ``current_first``: of the memories found that state the old or the new value, the first states the new one;
+* ``current@1``, ``current@5``: the new value is in the first memory found, in the first five;
 * ``stale_hidden``: no memory among the 10 found states only the old value;
 * ``wrongly_superseded``: of the control statements, those after which a memory stating the unchanged value was
   superseded (precision: should be 0);
@@ -38,6 +38,7 @@ from benchmarks.common import RESULTS_DIR, memsys_server, panel_plot, post_json,
 JANUARY = datetime.fromisoformat("2026-01-12T09:00:00+00:00")
 JUNE = datetime.fromisoformat("2026-06-15T19:00:00+00:00")
 MEMORY_TYPES = ("episode", "event_log", "semantic_memory")
+METRICS = ("current_first", "current@1", "current@5", "stale_hidden")
 
 EN_NAMES = ["Alice", "Bruno", "Chloe", "Daniel", "Emma", "Farid", "Grace", "Hugo", "Iris", "Jonas", "Kira", "Liam"]
 ZH_NAMES = ["小李", "王芳", "张伟", "刘洋", "陈静", "杨帆", "赵磊", "黄敏", "周杰", "吴婷", "徐明", "孙丽"]
@@ -340,11 +341,15 @@ async def ask(client: httpx.AsyncClient, user: User, attribute: str, memory_type
 
 
 def scores(contents: list[str], old: str, new: str) -> dict[str, bool]:
-    first_new = next((i for i, text in enumerate(contents) if new in text), None)
-    stale = [i for i, text in enumerate(contents) if old in text and new not in text]
+    """``current_first``: the first memory found that states either value states the new one; ``current@1``,
+    ``current@5``: the new value in the first one, in the first five; ``stale_hidden``: none of the 10 found states
+    only the old value."""
+    stating = [text for text in contents if new in text or old in text]
+    stale = [text for text in contents if old in text and new not in text]
     return {
-        "current_first@1": bool(contents) and new in contents[0],
-        "current_first@5": first_new is not None and first_new < 5 and not any(i < first_new for i in stale),
+        "current_first": bool(stating) and new in stating[0],
+        "current@1": bool(contents) and new in contents[0],
+        "current@5": any(new in text for text in contents[:5]),
         "stale_hidden": not stale,
     }
 
@@ -424,10 +429,7 @@ def summarise(outcomes: list[dict], by: tuple[str, ...]) -> list[dict]:
             {
                 **dict(zip(by, key, strict=True)),
                 "n": len(items),
-                **{
-                    metric: round(sum(item[metric] for item in items) / len(items), 3)
-                    for metric in ("current_first@1", "current_first@5", "stale_hidden")
-                },
+                **{metric: round(sum(item[metric] for item in items) / len(items), 3) for metric in METRICS},
             }
         )
     return rows
@@ -476,14 +478,19 @@ def main() -> None:
     path = save("knowledge_updates", config, results, arguments.out)
     panels = {
         f"{wording} wordings": {
-            memory_type: ([1, 2, 3], [row[m] for m in ("current_first@1", "current_first@5", "stale_hidden")])
+            memory_type: ([1, 2, 3, 4], [row[m] for m in METRICS])
             for row in tables["by_wording"]
             if row["wording"] == wording
             for memory_type in [row["memory_type"]]
         }
         for wording in ("tuned", "held_out")
     }
-    panel_plot(path.with_suffix(".png"), panels, xlabel="1: current first @1, 2: @5, 3: stale hidden", ylabel="rate")
+    panel_plot(
+        path.with_suffix(".png"),
+        panels,
+        xlabel="1: current first, 2: current @1, 3: @5, 4: stale hidden",
+        ylabel="rate",
+    )
     print(f"saved {path}")
 
 

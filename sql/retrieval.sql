@@ -28,6 +28,7 @@
 --   \set top_k 20
 --   \set rrf_k 60
 --   \set assistant_weight 0.5
+--   \set outdated_weight 0.3                     -- a memory stating a fact a newer one outdated
 --   \set assistant_senders '''{"assistant","system","tool"}'''
 --   \set k1 1.2
 --   \set b 0.75
@@ -423,15 +424,21 @@ fused AS MATERIALIZED (
     FROM vector_leg v
     FULL OUTER JOIN bm25_leg k ON k.id = v.id
 ),
+-- A memory that still states a fact a newer memory outdated (it says more than that fact, so it stayed current:
+-- app/memories/supersession.py) weighs :outdated_weight: what is true now outranks what was.
 weighted AS (
-    SELECT f.*, f.rrf * w.weight AS weighted_rrf, w.weight, p.id AS message_row
+    SELECT f.*, f.rrf * w.weight * w.fact_weight AS weighted_rrf, w.weight, w.fact_weight, p.id AS message_row
     FROM fused f
     LEFT JOIN pending_messages p ON p.uid = f.id
+    LEFT JOIN LATERAL (
+        SELECT (m.metadata ->> 'assistant')::boolean AS assistant,
+               jsonb_path_exists(m.metadata, '$.facts[*].outdated_by') AS outdated
+        FROM memories m WHERE m.tenant_id = :tenant_id AND m.id = f.id
+    ) x ON true
     CROSS JOIN LATERAL (
-        SELECT CASE WHEN coalesce((SELECT (m.metadata ->> 'assistant')::boolean
-                                   FROM memories m WHERE m.tenant_id = :tenant_id AND m.id = f.id),
-                                  p.sender = ANY (CAST(:assistant_senders AS text[])), false)
-                    THEN CAST(:assistant_weight AS float8) ELSE 1.0 END AS weight
+        SELECT CASE WHEN coalesce(x.assistant, p.sender = ANY (CAST(:assistant_senders AS text[])), false)
+                    THEN CAST(:assistant_weight AS float8) ELSE 1.0 END AS weight,
+               CASE WHEN x.outdated THEN CAST(:outdated_weight AS float8) ELSE 1.0 END AS fact_weight
     ) w
     ORDER BY weighted_rrf DESC, id
     LIMIT :top_k
@@ -447,8 +454,8 @@ SELECT
     coalesce(m.status, 'current') AS status, m.superseded_by,
     coalesce(m.metadata, jsonb_build_object('formed', false, 'sender_name', p.sender_name,
                                            'group_name', p.group_name)) AS metadata,
-    f.cosine, f.vector_rank, f.bm25, f.bm25_rank, f.rrf, f.weight AS speaker_weight,
-    f.weight * CASE CAST(:retrieval_mode AS text)
+    f.cosine, f.vector_rank, f.bm25, f.bm25_rank, f.rrf, f.weight AS speaker_weight, f.fact_weight,
+    f.weight * f.fact_weight * CASE CAST(:retrieval_mode AS text)
         WHEN 'rrf' THEN f.rrf / (2.0 / (:rrf_k + 1))
         WHEN 'embedding' THEN greatest(f.cosine, 0)
         ELSE f.bm25 / (SELECT max_score FROM bm25_query)

@@ -110,7 +110,8 @@ def test_export_then_import_round_trip_other_model_and_bad_dumps(dumped, server_
     again = memsys(target, "import", str(path))  # run again: nothing is added twice
     assert again.returncode == 0
     assert (
-        "memsys import: added 0 forgotten_user, 0 conversation_meta, 0 memcell, 0 message, 0 memory, 0 memory_event, 0 profile; "
+        "memsys import: added 0 forgotten_user, 0 conversation_meta, 0 memcell, 0 message, 0 memory, 0 memory_event, "
+        "0 profile; "
         "embedded again: 0" in again.stderr.splitlines()
     )
     assert f"memsys import: skipped, already present (same id or same message): {_counts(lines)}" in again.stderr

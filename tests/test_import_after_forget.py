@@ -124,7 +124,8 @@ def test_a_dump_from_before_a_forget_brings_nobody_back_and_duplicates_nothing(
     assert _wei_words(database_url) == []
     lines = done.stderr.splitlines()
     assert (
-        "memsys import: added 0 forgotten_user, 0 conversation_meta, 0 memcell, 0 message, 0 memory, 0 memory_event, 0 profile; "
+        "memsys import: added 0 forgotten_user, 0 conversation_meta, 0 memcell, 0 message, 0 memory, 0 memory_event, "
+        "0 profile; "
         "embedded again: 0" in lines
     )
     # wei's rows: 2 MemCells (the group's, the personal one), 4 messages, the memories about wei (3 + 1 event

@@ -83,3 +83,57 @@ def test_login_session_logout_and_headers(server_process_factory, database_url: 
     _safe(done)
     # The session is over on the server: the old cookie, sent again, opens nothing.
     assert httpx.get(f"{base}/inspect", cookies=cookies).status_code == 303
+
+
+def test_an_operator_reads_a_memorys_history_and_corrects_deletes_restores_it(server_process_factory, database_url):
+    key = create_key(database_url, "acme")
+    server = server_process_factory(process_env(database_url))
+    server.start()
+    base = server.base_url
+    api = httpx.Client(base_url=base + "/api/v3/agentic", headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    for n, (when, text) in enumerate(
+        (("2026-01-10T09:00:00Z", "I live in Paris these days."), ("2026-06-10T09:00:00Z", "I moved to Berlin!"))
+    ):
+        body = {"message_id": f"m{n}", "create_time": when, "sender": "alice", "content": text, "group_id": "life"}
+        assert api.post("/memorize", json=body).status_code == 200
+        assert api.post("/flush", json={"group_id": "life"}).status_code == 200
+    found = api.post(
+        "/retrieve_lightweight",
+        json={"query": "Paris", "user_id": "alice", "data_source": "semantic_memory", "include_superseded": True},
+    ).json()["result"]["memories"]
+    paris = next(m for m in found if "Paris" in m["content"])
+    assert paris["status"] == "superseded"
+
+    login = httpx.post(f"{base}/inspect/login", data={"key": key}, headers={"Origin": base})
+    cookies = {"memsys_session": login.cookies["memsys_session"]}
+    group = httpx.get(f"{base}/inspect/groups/life", cookies=cookies)
+    assert '<del><span class="text">alice lives in Paris.</span></del>' in group.text
+    assert f'href="/inspect/memories/{paris["superseded_by"]}"' in group.text
+    page = httpx.get(f"{base}/inspect/memories/{paris['id']}", cookies=cookies)
+    assert page.status_code == 200 and "superseded" in page.text and "alice lives in Berlin." in page.text
+    _safe(page)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+    action = f"{base}/inspect/memories/{paris['id']}"
+    for data, origin in (({"content": "x"}, base), ({"content": "x", "csrf_token": token}, "http://evil.example")):
+        refused = httpx.post(f"{action}/edit", data=data, cookies=cookies, headers={"Origin": origin})
+        assert refused.status_code == 403
+    corrected = "alice lived in Paris until June."
+    done = httpx.post(
+        f"{action}/edit", data={"content": corrected, "csrf_token": token}, cookies=cookies, headers={"Origin": base}
+    )
+    assert done.status_code == 303
+    for step in ("restore", "delete", "restore"):
+        assert (
+            httpx.post(f"{action}/{step}", data={"csrf_token": token}, cookies=cookies, headers={"Origin": base})
+        ).status_code == 303
+    events = api.get(f"/memories/{paris['id']}/history").json()["result"]["events"]
+    assert [e["event"] for e in events if e["event"] != "reembedded"] == [
+        "formed",
+        "superseded",
+        "edited",
+        "restored",
+        "deleted",
+        "restored",
+    ]
+    assert events[2]["actor"] == f"key:{key[:10]}" and events[2]["details"]["after"]["content"] == corrected
+    assert api.get(f"/memories/{paris['id']}").json()["result"]["memory"]["status"] == "current"

@@ -18,7 +18,7 @@ from tests.conftest import process_env
 from tests.tenancy_support import bearer, create_key
 
 ROOT = Path(__file__).resolve().parent.parent
-TOOLS = {"add_memory", "search_memories", "get_profile", "forget_user"}
+TOOLS = {"add_memory", "search_memories", "get_profile", "get_memory", "correct_memory", "forget_user"}
 CONVERSATION = [
     ("alice", "I just moved to Lisbon and I am learning Portuguese every morning."),
     ("bob", "Nice! Lisbon has great custard tarts, try the ones in Belém."),
@@ -55,6 +55,31 @@ async def _round_trip(client: Client, group: str) -> None:
 
     profile = _result(await client.call_tool("get_profile", {"user_id": "alice"}))
     assert profile["user_id"] == "alice" and [p["group_id"] for p in profile["profiles"]] == [group]
+
+    # One memory read, corrected, deleted and restored, its history kept.
+    memory_id = found["memories"][0]["id"]
+    corrected = _result(
+        await client.call_tool("correct_memory", {"memory_id": memory_id, "content": "Alice lives in Porto."})
+    )
+    assert corrected["memory"]["content"] == "Alice lives in Porto."
+    deleted = _result(await client.call_tool("correct_memory", {"memory_id": memory_id, "delete": True}))
+    assert deleted["status"] == "deleted"
+    hidden = _result(await client.call_tool("search_memories", {"query": "Porto", "user_id": "alice"}))
+    assert memory_id not in [memory["id"] for memory in hidden["memories"]]
+    _result(await client.call_tool("correct_memory", {"memory_id": memory_id, "restore": True}))
+    read = _result(await client.call_tool("get_memory", {"memory_id": memory_id, "history": True}))
+    assert read["memory"]["status"] == "current"
+    assert [event["event"] for event in read["history"] if event["event"] != "reembedded"] == [
+        "formed",
+        "edited",
+        "deleted",
+        "restored",
+    ]
+    assert all(event["actor"] == "mcp" for event in read["history"][1:] if event["event"] != "reembedded")
+    refused = await client.call_tool("correct_memory", {"memory_id": memory_id})
+    assert refused.is_error and "content" in refused.content[0].text
+    missing = await client.call_tool("get_memory", {"memory_id": "00000000-0000-4000-8000-000000000000"})
+    assert missing.is_error and "No memory" in missing.content[0].text
 
     refused = await client.call_tool("search_memories", {"query": "x", "user_id": " "})
     assert refused.is_error and "user_id" in refused.content[0].text

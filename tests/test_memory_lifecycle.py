@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 from litestar.testing import TestClient
 
-from tests.formation_helpers import FLUSH, MEMORIZE, message, rows
+from tests.formation_helpers import FLUSH, MEMORIZE, app_client, message, rows
 
 pytestmark = pytest.mark.citus
 
@@ -218,3 +218,110 @@ def test_concurrent_edits_each_keep_their_history_entry_in_order(client: TestCli
         assert later["details"]["before"]["content"] == earlier["details"]["after"]["content"]
     final = client.get(url).json()["result"]["memory"]["content"]
     assert final == edits[-1]["details"]["after"]["content"]
+
+
+def test_suggest_mode_records_the_candidate_and_changes_nothing(settings, database_url: str):
+    with app_client(settings, supersession="suggest") as client:
+        _tell(client)
+    assert rows(database_url, "SELECT DISTINCT status FROM memories") == [{"status": "current"}]
+    events = rows(database_url, "SELECT event, count(*) AS n FROM memory_history GROUP BY event ORDER BY event")
+    assert [e["event"] for e in events] == ["formed", "suggested"]
+    assert rows(database_url, "SELECT count(*) AS n FROM memories WHERE metadata::text LIKE '%outdated_by%'") == [
+        {"n": 0}
+    ]
+
+
+def test_expired_and_purged_memories_go_by_themselves(settings, database_url: str):
+    with app_client(settings, deleted_retention_days=0) as client:
+        _tell(client, SESSIONS[:1])
+        entries = rows(database_url, "SELECT id FROM memories WHERE memory_type = 'event_log' ORDER BY timestamp")
+        expiring, deleted = str(entries[0]["id"]), str(entries[1]["id"])
+        assert client.patch(f"{MEMORIES}/{expiring}", json={"expires_at": "2026-01-01T00:00:00Z"}).status_code == 200
+        # Hidden at once, before the sweep marks it.
+        found = _search(client, "Paris nurse hospital", data_source="event_log", retrieval_mode="bm25")
+        assert expiring not in [m["id"] for m in found["memories"]] and found["metadata"]["hidden"]["expired"] == 1
+        assert client.delete(f"{MEMORIES}/{deleted}").status_code == 200
+        deadline = time.monotonic() + 60
+        while rows(database_url, "SELECT count(*) AS n FROM memories WHERE id = %s", deleted)[0]["n"]:
+            assert time.monotonic() < deadline, "the sweep did not purge the deleted memory"
+            time.sleep(0.5)
+        assert rows(database_url, "SELECT status FROM memories WHERE id = %s", expiring) == [{"status": "expired"}]
+        gone = client.post(f"{MEMORIES}/{deleted}/restore")
+        assert gone.status_code == 404 and "purged" in gone.json()["message"]
+        assert [e["event"] for e in client.get(f"{MEMORIES}/{deleted}/history").json()["result"]["events"]] == [
+            "purged"
+        ]
+        events = client.get(f"{MEMORIES}/{expiring}/history").json()["result"]["events"]
+        assert [e["event"] for e in events] == ["formed", "edited", "expired"]
+
+
+def _llm_extraction(fact: str, source: str) -> dict:
+    return {
+        "title": "Work",
+        "summary": "Alice talked about work.",
+        "content": f"Alice said: {fact}",
+        "personal_episodes": [],
+        "event_log": [{"fact": fact, "user_id": "alice", "source_message_ids": [source]}],
+        "semantic_memories": [],
+    }
+
+
+def test_with_an_llm_each_new_fact_is_reconciled_and_a_bad_answer_changes_nothing(settings, database_url, fake_llm):
+    """The reconciliation call at the HTTP boundary: a scripted OpenAI-compatible model answers supersede for the
+    new job, then names a memory that does not exist (recorded as rejected, nothing changed)."""
+    sessions = [
+        ("2026-01-10T09:00:00Z", "m1", "These days I'm at Acme, nursing.", "Alice works as a nurse at Acme."),
+        ("2026-06-10T09:00:00Z", "m2", "Switched over to Globex last week.", "Alice now works at Globex."),
+        ("2026-07-10T09:00:00Z", "m3", "Globex has a Berlin office, that's mine.", "Alice works at Globex in Berlin."),
+    ]
+    answers = [
+        {"reasoning": "a new employer", "decision": "supersede", "memory": 1},
+        {"reasoning": "?", "decision": "supersede", "memory": 9},
+    ]
+
+    def route(body: dict) -> dict | None:
+        prompt = "\n".join(str(m.get("content")) for m in body["messages"])
+        if "NEW fact" in prompt:
+            return answers.pop(0)
+        if '"should_end"' in prompt:
+            return {"should_end": False, "reasoning": "same", "topic_summary": "work"}
+        if '"event_log"' in prompt:
+            when, source, _, fact = next(s for s in reversed(sessions) if s[2] in prompt)
+            return _llm_extraction(fact, source)
+        if '"profiles"' in prompt:
+            return {"profiles": [{"user_id": "alice", "profile": {"name": "Alice"}}]}
+        return None
+
+    fake_llm.handler = route
+    llm = {
+        "llm_api_key": "test-key",
+        "llm_base_url": fake_llm.base_url,
+        "llm_model": "fake-model",
+        "llm_max_retries": 0,
+        "llm_retry_backoff_s": 0.01,
+    }
+    with app_client(settings, **llm) as client:
+        for when, source, text, _ in sessions:
+            body = {"message_id": source, "create_time": when, "sender": "alice", "content": text, "group_id": source}
+            assert client.post(MEMORIZE, json=body).status_code == 200
+            assert client.post(FLUSH, json={"group_id": source}).json()["result"]["status_info"] == "extracted"
+        facts = rows(
+            database_url,
+            "SELECT id, content, status, superseded_by FROM memories WHERE memory_type = 'event_log' "
+            "AND metadata->>'extraction' = 'llm' ORDER BY timestamp",
+        )
+        assert [(f["content"], f["status"]) for f in facts] == [
+            ("Alice works as a nurse at Acme.", "superseded"),
+            ("Alice now works at Globex.", "current"),
+            ("Alice works at Globex in Berlin.", "current"),
+        ]
+        assert facts[0]["superseded_by"] == facts[1]["id"]
+        events = client.get(f"{MEMORIES}/{facts[0]['id']}/history").json()["result"]["events"]
+        assert [e["event"] for e in events] == ["formed", "superseded"]
+        assert events[1]["details"]["rule"] == "llm" and events[1]["details"]["reasoning"] == "a new employer"
+        rejected = client.get(f"{MEMORIES}/{facts[2]['id']}/history").json()["result"]["events"]
+        assert [e["event"] for e in rejected] == ["formed", "rejected"]
+        assert "names none" in rejected[1]["details"]["error"]
+        assert answers == []
+        # One call per new fact that had an earlier memory alike: the second and the third session's.
+        assert sum("NEW fact" in r.prompt for r in fake_llm.chat_requests) == 2

@@ -8,7 +8,7 @@ reply that fails validation is an ``LLMBadOutput``, retried like any other faile
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -120,3 +120,11 @@ class ProfilesAnswer(_Answer):
     @classmethod
     def _bare_list(cls, value: Any) -> Any:
         return {"profiles": value} if isinstance(value, list) else value
+
+
+class Reconciliation(_Answer):
+    """Whether a new fact replaces, repeats or stands beside the user's earlier memories (``reconciliation``)."""
+
+    reasoning: OptionalText = None
+    decision: Literal["keep", "supersede", "duplicate"]
+    memory: int | None = Field(default=None, description="The number of the earlier memory it supersedes or repeats")

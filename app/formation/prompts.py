@@ -88,3 +88,16 @@ CONTEXT = {
 
 MESSAGES_HEADER = {"en": "Messages:", "zh": "消息："}
 PREVIOUS_PROFILES_HEADER = {"en": "Previous profiles:", "zh": "之前的画像："}
+
+RECONCILIATION = (
+    "You keep a person's long-term memory true. You are given a NEW fact about a person and EARLIER memories "
+    "about the same person, numbered. Decide one of:\n"
+    '- "supersede": the new fact states a newer value of something an earlier memory states about the same '
+    "person (they moved, changed jobs, a pet died and another came, a new partner, a new diet…); give that "
+    "memory's number;\n"
+    '- "duplicate": the new fact says what an earlier memory already says; give its number;\n'
+    '- "keep": anything else: the new fact adds something, is about someone else, or does not contradict.\n'
+    "When in doubt, answer keep. Answer as JSON: "
+    '{"reasoning": "...", "decision": "keep" | "supersede" | "duplicate", "memory": <number or null>}.'
+)
+RECONCILIATION_INPUT = "NEW fact ({when}): {fact}\n\nEARLIER memories:\n{earlier}"

@@ -31,12 +31,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.conversation_meta.service import get_optional as conversation_meta
 from app.errors import MemsysError, ServiceUnavailable
-from app.formation import boundary, llm_extraction, offline, profiles, tasks
+from app.formation import boundary, llm_extraction, offline, profiles, reconciliation, tasks
 from app.formation import repository as repo
 from app.formation.language import detect_language
 from app.formation.memcell import Context, Draft, Extraction, MemCell, text_md5
 from app.formation.streams import Stream
 from app.memories import history, supersession
+from app.memories import repository as memories_repo
 from app.memories.history import Event
 from app.memories.repository import NewMemory, by_memcell, insert_memories
 from app.observability import metrics
@@ -274,6 +275,7 @@ async def _close(
         raise FormationDeferred(
             f"Embedding failed ({exc}); {len(cell.messages)} messages stay pending and the worker tries again."
         ) from exc
+    verdicts = await _reconcile(runtime, conn, llm, extraction, vectors)
     async with conn.begin():
         memcell_id = await repo.insert_memcell(conn, _memcell_row(context, cell, extraction))
         known = await supersession.earlier(conn, _stating(extraction.drafts))
@@ -281,10 +283,13 @@ async def _close(
             (draft, _new_memory(draft, memcell_id, vector, runtime.embedder.name, xl_vector))
             for draft, vector, xl_vector in zip(extraction.drafts, vectors, xl_vectors, strict=True)
         ]
-        kept, gained = supersession.duplicates([draft for draft, _ in new], known)
+        kept, gained = supersession.duplicates([draft for draft, _ in new], known, verdicts)
         stored = {id(draft) for draft in kept}
-        saved = await insert_memories(conn, [memory for draft, memory in new if id(draft) in stored])
+        written = [(draft, memory) for draft, memory in new if id(draft) in stored]
+        saved = await insert_memories(conn, [memory for _, memory in written])
         await history.record(conn, [_formed(memory, memcell_id, extraction.mode) for memory in saved])
+        by_draft = {id(draft): row for (draft, _), row in zip(written, saved, strict=True)}
+        await supersession.apply_verdicts(conn, verdicts, by_draft, mode=runtime.settings.supersession)
         standing = await supersession.settle(conn, saved, known, mode=runtime.settings.supersession, gained=gained)
         for user, profile in extraction.profiles.items():
             profile["attributes"] = profiles.attributes(supersession.current_facts(standing, user), context.language)
@@ -371,6 +376,33 @@ async def _embed(
         if group:
             vectors.update(zip(group, await embedder.embed(group), strict=True))
     return [vectors[text_of(draft)] for draft in drafts]
+
+
+async def _reconcile(
+    runtime: Runtime, conn: AsyncConnection, llm: LLMClient | None, extraction: Extraction, vectors: list[list[float]]
+) -> list[reconciliation.Verdict]:
+    """With the LLM that extracted the MemCell: each of its new facts against the user's nearest current memories,
+    one call each, read and asked with no transaction open (``app.formation.reconciliation``)."""
+    if llm is None or extraction.mode != "llm" or runtime.settings.supersession == "off":
+        return []
+    facts = reconciliation.reconciled(extraction.drafts)
+    vector_of = {id(draft): vector for draft, vector in zip(extraction.drafts, vectors, strict=True)}
+    async with conn.begin():
+        candidates = [
+            await memories_repo.nearest(
+                conn,
+                user_id=draft.user_id,
+                memory_type=draft.memory_type,
+                embedding=vector_of[id(draft)],
+                embedding_model=runtime.embedder.name,
+                limit=reconciliation.CANDIDATES,
+                min_cosine=reconciliation.MIN_COSINE,
+            )
+            for draft in facts
+        ]
+    return [
+        await reconciliation.verdict(llm, draft, found) for draft, found in zip(facts, candidates, strict=True) if found
+    ]
 
 
 def _stating(drafts: list[Draft]) -> set[str]:

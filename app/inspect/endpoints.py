@@ -20,12 +20,14 @@ from litestar.response import Redirect, Response, Template
 from pydantic import ValidationError
 
 from app.errors import MemsysError, Unauthorized
-from app.http.auth import INSPECTOR_PATH, INSPECTOR_SESSION_COOKIE, bearer_token
+from app.http.auth import INSPECTOR_PATH, INSPECTOR_SESSION_COOKIE, actor_of, bearer_token
 from app.http.dependencies import provide_runtime
 from app.http.errors import describe_validation_error
 from app.inspect import service
 from app.inspect.browser import InspectorSessions, csrf_token_matches, same_origin
-from app.inspect.schemas import LoginForm, LogoutForm
+from app.inspect.schemas import LoginForm, LogoutForm, MemoryForm
+from app.memories import service as memory_life
+from app.memories.schemas import MemoryPatch
 from app.retrieval.schemas import DataSource, RetrievalMode
 from app.runtime import Runtime
 from app.validation import check_path_identifier
@@ -125,6 +127,39 @@ class InspectorController(Controller):
             runtime, query=q, group_id=group_id, user_id=user_id, data_source=data_source, mode=mode
         )
         return page(request, "search.html", search=form, result=result)
+
+    @get("/memories/{memory_id:str}", operation_id="inspectMemory")
+    async def memory(self, request: Request, runtime: NamedDependency[Runtime], memory_id: FromPath[str]) -> Template:
+        """One memory: its status, what superseded it, its history, and the forms that correct, delete, restore it."""
+        detail = await memory_life.get_memory(runtime, memory_id)
+        history = await memory_life.memory_history(runtime, memory_id)
+        return page(request, "memory.html", detail=detail, events=history.events)
+
+    @post("/memories/{memory_id:str}/{action:str}", operation_id="inspectMemoryAction", status_code=303)
+    async def memory_action(
+        self,
+        request: Request,
+        runtime: NamedDependency[Runtime],
+        memory_id: FromPath[str],
+        action: FromPath[str],
+        data: URLEncodedBody[MemoryForm],
+    ) -> Response:
+        """``edit`` (with ``content``), ``delete`` or ``restore``: a same-origin POST with the session's CSRF token, as
+        logout; then the memory's page again."""
+        session = _sessions(request).get(request.cookies.get(INSPECTOR_SESSION_COOKIE))
+        forged = session is not None and not csrf_token_matches(session, data.csrf_token)
+        if forged or not same_origin(request.headers):
+            return _cross_origin(request)
+        actor = actor_of(request)
+        if action == "edit":
+            await memory_life.edit_memory(runtime, memory_id, MemoryPatch(content=data.content or ""), actor)
+        elif action == "delete":
+            await memory_life.delete_memory(runtime, memory_id, actor)
+        elif action == "restore":
+            await memory_life.restore_memory(runtime, memory_id, actor)
+        else:
+            return page(request, "error.html", status_code=404, message=f"No action {action!r}: edit, delete, restore")
+        return Redirect(f"{INSPECTOR_PATH}/memories/{memory_life.memory_uuid(memory_id)}", status_code=303)
 
     @get("/login", operation_id="inspectLoginForm", opt={"public": True})
     async def login_form(self, request: Request) -> Template:

@@ -144,11 +144,13 @@ async def group_memories(conn: AsyncConnection, group_id: str, limit_per_type: i
             memories.c.valid_from,
             memories.c.valid_to,
             memories.c.source_message_ids,
+            memories.c.status,
+            memories.c.superseded_by,
             func.row_number()
             .over(partition_by=memories.c.memory_type, order_by=(memories.c.timestamp.desc(), memories.c.id.desc()))
             .label("position"),
         )
-        .where(memories.c.group_id == group_id)
+        .where(memories.c.group_id == group_id, memories.c.status != "deleted")
         .subquery()
     )
     statement = (

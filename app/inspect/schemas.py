@@ -11,3 +11,10 @@ class LoginForm(BaseModel):
 
 class LogoutForm(BaseModel):
     csrf_token: str = ""
+
+
+class MemoryForm(BaseModel):
+    """An operator's correction, deletion or restore of one memory (``content`` only for a correction)."""
+
+    csrf_token: str = ""
+    content: str | None = None

@@ -19,6 +19,8 @@ from pydantic import ValidationError
 from app.errors import InvalidParameter, MemsysError
 from app.forget import service as forget
 from app.http.errors import describe_validation_error
+from app.memories import service as memories
+from app.memories.schemas import MemoryPatch
 from app.memorize import service as memorize
 from app.memorize.schemas import FlushRequest, MemorizeRequest
 from app.retrieval import service as retrieval
@@ -29,8 +31,12 @@ from app.validation import check_identifier
 INSTRUCTIONS = (
     "memsys is a long-term memory for conversations. Store what is said with add_memory (one message at a "
     "time, as it happens), find what was said or learned before with search_memories, read what is known "
-    "about a person with get_profile, and erase a person with forget_user."
+    "about a person with get_profile, read or correct one memory with get_memory and correct_memory, and erase a "
+    "person with forget_user."
 )
+
+MCP_ACTOR = "mcp"
+"""Who a memory's history says corrected it through these tools."""
 
 RuntimeOf = Callable[[Context], Runtime]
 """The runtime of the calling tenant: fixed for stdio, the key's tenant over HTTP."""
@@ -117,6 +123,37 @@ def build_server(runtime_of: RuntimeOf) -> MCPServer:
                 {"group_id": p["group_id"], "updated_at": p["timestamp"], "profile": p["profile"]} for p in profiles
             ],
         }
+
+    @server.tool(
+        description="Read one memory by its id (as search_memories returns it): its content, status (current, "
+        "superseded by a newer fact, deleted, expired), validity, sources, and with history=true every event of "
+        "its life (formed, superseded, edited, deleted, restored)."
+    )
+    async def get_memory(ctx: Context, memory_id: str, history: bool = False) -> dict[str, Any]:
+        runtime = runtime_of(ctx)
+        detail = await _called(memories.get_memory(runtime, memory_id))
+        answer = detail.model_dump()
+        if history:
+            answer["history"] = (await _called(memories.memory_history(runtime, memory_id))).events
+        return answer
+
+    @server.tool(
+        description="Correct a memory that is wrong: give its id and the corrected content (what it should say), "
+        "or restore=true to bring back a memory that was deleted or superseded, or delete=true to delete it (it "
+        "can be restored for a while). The change is recorded in the memory's history."
+    )
+    async def correct_memory(
+        ctx: Context, memory_id: str, content: str | None = None, delete: bool = False, restore: bool = False
+    ) -> dict[str, Any]:
+        runtime = runtime_of(ctx)
+        if sum((content is not None, delete, restore)) != 1:
+            raise ToolError("Invalid field content: give exactly one of content, delete=true or restore=true")
+        if delete:
+            return await _called(memories.delete_memory(runtime, memory_id, MCP_ACTOR))
+        if restore:
+            return (await _called(memories.restore_memory(runtime, memory_id, MCP_ACTOR))).model_dump()
+        patch = _parsed(MemoryPatch, content=content)
+        return (await _called(memories.edit_memory(runtime, memory_id, patch, MCP_ACTOR))).model_dump()
 
     @server.tool(
         description="Erase everything memsys holds about a person: their messages, the memories formed from "

@@ -256,6 +256,34 @@ async def with_facts_of(conn: AsyncConnection, user_ids: Sequence[str]) -> list[
     return [dict(row) for row in (await conn.execute(statement.order_by(memories.c.timestamp))).mappings()]
 
 
+async def nearest(
+    conn: AsyncConnection,
+    *,
+    user_id: str,
+    memory_type: str,
+    embedding: list[float],
+    embedding_model: str,
+    limit: int,
+    min_cosine: float,
+) -> list[dict[str, Any]]:
+    """The user's current memories of the type most similar to ``embedding`` (by cosine, exact: a user's memories
+    of one type, read by the user's index), at least ``min_cosine`` alike."""
+    distance = memories.c.embedding.cosine_distance(embedding)
+    statement = (
+        select(memories.c.id, memories.c.content, memories.c.timestamp, (1 - distance).label("cosine"))
+        .where(
+            memories.c.status == "current",
+            memories.c.user_id == user_id,
+            memories.c.memory_type == memory_type,
+            memories.c.embedding_model == embedding_model,
+        )
+        .order_by(distance)
+        .limit(limit)
+    )
+    rows = [dict(row) for row in (await conn.execute(statement)).mappings()]
+    return [row for row in rows if row["cosine"] >= min_cosine]
+
+
 async def add_sources(conn: AsyncConnection, memory_id: UUID, message_ids: Sequence[str]) -> None:
     """A memory said again: it gains the messages that said it."""
     await conn.execute(

@@ -29,6 +29,7 @@ from uuid import UUID
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.formation.facts import replaces, same_value
+from app.formation.reconciliation import Verdict
 from app.memories import history
 from app.memories import repository as memories
 from app.memories.history import Event
@@ -73,12 +74,18 @@ async def earlier(conn: AsyncConnection, users: set[str]) -> list[Stated]:
     return [stated(row, new=False) for row in rows]
 
 
-def duplicates(drafts: list[Any], known: list[Stated]) -> tuple[list[Any], dict[UUID, list[str]]]:
+def duplicates(
+    drafts: list[Any], known: list[Stated], verdicts: list[Verdict] = ()
+) -> tuple[list[Any], dict[UUID, list[str]]]:
     """The drafts to store, and for each current semantic memory that a semantic draft only restates, the sources
-    it gains (that draft is not stored)."""
+    it gains (that draft is not stored). A draft the LLM judged a duplicate is not stored either (``apply_verdicts``
+    gives its sources to the memory it repeats)."""
     kept, gained = [], defaultdict(list)
     semantic = [memory for memory in known if memory.memory_type == "semantic_memory"]
+    repeated = {id(verdict.draft) for verdict in verdicts if verdict.decision == "duplicate" and not verdict.error}
     for draft in drafts:
+        if id(draft) in repeated:
+            continue
         facts = draft.metadata.get("facts") or []
         same = (
             next((memory for memory in semantic if _says_the_same(memory.facts, facts)), None)
@@ -90,6 +97,66 @@ def duplicates(drafts: list[Any], known: list[Stated]) -> tuple[list[Any], dict[
         else:
             gained[same.id] += [i for i in draft.source_message_ids if i not in same.source_message_ids]
     return kept, dict(gained)
+
+
+async def apply_verdicts(
+    conn: AsyncConnection, verdicts: list[Verdict], saved: dict[int, dict[str, Any]], *, mode: str
+) -> None:
+    """Write what the LLM's reconciliation decided (``app.formation.reconciliation``), each with the model's reasoning
+    and the candidate's similarity: a superseded earlier memory (``suggested`` only, under ``suggest``), a repeated one
+    gaining the new fact's sources, or, for an answer that could not be used, a ``rejected`` event on the new fact."""
+    events: list[Event] = []
+    for verdict in verdicts:
+        new = saved.get(id(verdict.draft))
+        chosen = verdict.chosen
+        details = {"rule": "llm", "reasoning": verdict.reasoning, "answer": verdict.answer}
+        if verdict.error is not None:
+            if new is not None:
+                details.update(error=verdict.error, candidates=[str(c["id"]) for c in verdict.candidates])
+                events.append(Event(UUID(new["id"]), "rejected", ACTOR, user_id=new["user_id"], details=details))
+            continue
+        if chosen is None:
+            continue
+        details["score"] = round(float(chosen["cosine"]), 4)
+        if verdict.decision == "duplicate":
+            await memories.add_sources(conn, chosen["id"], verdict.draft.source_message_ids)
+            events.append(
+                Event(
+                    chosen["id"],
+                    "restated",
+                    ACTOR,
+                    user_id=verdict.draft.user_id,
+                    details={**details, "new_sources": verdict.draft.source_message_ids},
+                )
+            )
+            continue
+        earlier = await memories.locked(conn, chosen["id"])
+        if new is None or earlier is None or earlier["status"] != "current":
+            continue
+        when = verdict.draft.timestamp
+        if earlier["timestamp"] > when:
+            details["error"] = "the memory the LLM named was said after the new fact: nothing superseded"
+            events.append(Event(UUID(new["id"]), "rejected", ACTOR, user_id=new["user_id"], details=details))
+            continue
+        details["by"] = new["id"]
+        if mode == "auto":
+            valid_to = when.date() if earlier["valid_from"] is None or earlier["valid_from"] <= when.date() else None
+            await memories.change(
+                conn,
+                [earlier["id"]],
+                {"status": "superseded", "superseded_by": UUID(new["id"]), "superseded_at": when, "valid_to": valid_to},
+            )
+        events.append(
+            Event(
+                earlier["id"],
+                "superseded" if mode == "auto" else "suggested",
+                ACTOR,
+                user_id=earlier["user_id"],
+                reason="the LLM's reconciliation of a new fact",
+                details=details,
+            )
+        )
+    await history.record(conn, events)
 
 
 def _says_the_same(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> bool:

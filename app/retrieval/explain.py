@@ -21,6 +21,7 @@ def explanation(memory: dict[str, Any], *, mode: str, rrf_k: int, reranker: str 
         "bm25": _leg(memory.get("bm25_rank"), rrf_k, bm25=memory.get("bm25")),
         "rrf": {"k": rrf_k, "sum": _float(memory.get("rrf")), "best_possible": _float(2.0 / (rrf_k + 1))},
         "speaker_weight": _float(memory.get("speaker_weight", 1.0)),
+        "fact_weight": _float(memory.get("fact_weight", 1.0)),
         "retrieval_score": _float(memory.get("retrieval_score", memory.get("score"))),
         "weights": {"time": weights.get("time", weight), "type": weights.get("type", 1.0), "product": weight},
         "order_key": _float(float(memory.get("score") or 0.0) * weight),

@@ -47,6 +47,7 @@ class SearchTuning:
     max_scan_tuples: int
     rrf_k: int
     assistant_weight: float
+    outdated_weight: float
     k1: float
     b: float
     bm25_df_budget: int
@@ -105,6 +106,7 @@ def search_parameters(
         "top_k": top_k,
         "rrf_k": tuning.rrf_k,
         "assistant_weight": tuning.assistant_weight,
+        "outdated_weight": tuning.outdated_weight,
         "assistant_senders": list(ASSISTANT_SENDERS),
         "k1": tuning.k1,
         "b": tuning.b,

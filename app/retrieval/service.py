@@ -144,6 +144,7 @@ def tuning_for(settings: Settings, mode: str, top_k: int, query: str = "") -> Se
         max_scan_tuples=settings.hnsw_max_scan_tuples,
         rrf_k=settings.rrf_k,
         assistant_weight=speaker.assistant_weight(query, settings.assistant_weight),
+        outdated_weight=settings.outdated_weight,
         k1=settings.bm25_k1,
         b=settings.bm25_b,
         bm25_df_budget=settings.bm25_df_budget,
@@ -337,6 +338,11 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         hidden=found.hidden,
     )
     message = f"Retrieval successful, found {len(memories)} memories"
+    if not memories and request.data_source == "semantic_memory" and not (runtime.llm and runtime.llm.configured):
+        message += (
+            ". Without an LLM, semantic memories are the facts people state about themselves (where they live, their "
+            "job, pets, partner, diet, car, school, allergies, languages: docs/memories.md); none matches here"
+        )
     if found.hidden:
         message += ". " + hidden_advice(found.hidden, request.data_source, request.time_range_days, request.radius)
     return message, RetrieveLightweightResult(memories=memories, count=len(memories), metadata=metadata)
@@ -422,7 +428,10 @@ def _boosted(memories: list[dict[str, Any]], window: TimeWindow, boost: float) -
     for memory in memories:
         factor = time_factor(memory, window, boost)
         weighted.append({**memory, "weight": factor, "weights": {"time": factor, "type": 1.0}})
-    return sorted(weighted, key=lambda memory: -memory["rrf"] * memory["speaker_weight"] * memory["weight"])
+    return sorted(
+        weighted,
+        key=lambda memory: -memory["rrf"] * memory["speaker_weight"] * memory["fact_weight"] * memory["weight"],
+    )
 
 
 def _memory(row: dict[str, Any]) -> dict[str, Any]:
@@ -453,4 +462,5 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
         "bm25_rank": row["bm25_rank"],
         "rrf": float(row["rrf"]),
         "speaker_weight": float(row["speaker_weight"]),
+        "fact_weight": float(row["fact_weight"]),
     }

@@ -77,6 +77,10 @@ export interface ScopedSearch {
   top_k?: number;
   memory_scope?: "all" | "personal" | "group";
   current_time?: string;
+  /** Also memories a newer one superseded (marked `status: "superseded"`). */
+  include_superseded?: boolean;
+  /** ISO 8601: what was true at that time. */
+  as_of?: string;
   explain?: boolean;
 }
 
@@ -105,6 +109,9 @@ export interface RetrievedMemory {
   source_message_ids: string[];
   valid_from?: string | null;
   valid_to?: string | null;
+  /** current; superseded (with `include_superseded` or `as_of` only). */
+  status?: string;
+  superseded_by?: string | null;
   profile?: Record<string, Json> | null;
   weight?: number | null;
   explain?: Record<string, Json> | null;
@@ -149,6 +156,28 @@ export interface ContextResult {
   sections: Record<string, ContextSection>;
   total_tokens: number;
   context_max_tokens: number;
+}
+
+export interface MemoryPatch {
+  content?: string;
+  valid_from?: string | null;
+  valid_to?: string | null;
+  expires_at?: string | null;
+  /** "current": bring back a superseded or expired memory. */
+  status?: "current";
+}
+
+export interface MemoryDetail {
+  memory: Record<string, Json>;
+  sources: Record<string, Json>;
+  superseded_by?: Record<string, Json> | null;
+  supersedes: Record<string, Json>[];
+}
+
+export interface MemoryHistory {
+  memory_id: string;
+  /** Oldest first: event, at, actor, reason, details. */
+  events: Record<string, Json>[];
 }
 
 export interface ForgetUserResult {
@@ -270,6 +299,31 @@ export class MemsysClient {
   /** The messages to send to an LLM: system prompt, knowledge, episodes, history and the query, within budgets. */
   context(request: ContextRequest): Promise<ContextResult> {
     return this.call("POST", `${V3}/context`, request);
+  }
+
+  /** One memory: its status, validity, sources and what superseded it. */
+  getMemory(memoryId: string): Promise<MemoryDetail> {
+    return this.call("GET", `${V3}/memories/${encodeURIComponent(memoryId)}`);
+  }
+
+  /** Correct a memory's content, validity or expiry, or set its status back to current. */
+  editMemory(memoryId: string, patch: MemoryPatch): Promise<MemoryDetail> {
+    return this.call("PATCH", `${V3}/memories/${encodeURIComponent(memoryId)}`, patch);
+  }
+
+  /** Delete a memory (restorable until the purge). */
+  deleteMemory(memoryId: string): Promise<Record<string, Json>> {
+    return this.call("DELETE", `${V3}/memories/${encodeURIComponent(memoryId)}`);
+  }
+
+  /** Bring back a deleted, superseded or expired memory. */
+  restoreMemory(memoryId: string): Promise<MemoryDetail> {
+    return this.call("POST", `${V3}/memories/${encodeURIComponent(memoryId)}/restore`);
+  }
+
+  /** A memory's events, oldest first. */
+  memoryHistory(memoryId: string): Promise<MemoryHistory> {
+    return this.call("GET", `${V3}/memories/${encodeURIComponent(memoryId)}/history`);
   }
 
   /** Forget a user: their messages, memories and profiles. */

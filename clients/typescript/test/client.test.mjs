@@ -84,6 +84,22 @@ test("forget removes a user's messages and memories", async () => {
   assert.equal(group.group_id, "ts-no-such-group");
 });
 
+test("one memory is read, corrected, deleted and restored, with its history", async () => {
+  await memsys.memorize({ message_id: "ts-l1", create_time: "2025-05-01T10:00:00Z", sender: "ts-lena", content: "I live in Oslo and I love skiing" });
+  await memsys.flush({ sender: "ts-lena" });
+  const found = await memsys.retrieveLightweight({ query: "Where does Lena live?", user_id: "ts-lena", data_source: "semantic_memory" });
+  const id = found.memories[0].id;
+  assert.equal((await memsys.getMemory(id)).memory.status, "current");
+  const edited = await memsys.editMemory(id, { content: "ts-lena lives in Bergen." });
+  assert.equal(edited.memory.content, "ts-lena lives in Bergen.");
+  await memsys.deleteMemory(id);
+  assert.equal((await memsys.getMemory(id)).memory.status, "deleted");
+  await memsys.restoreMemory(id);
+  const events = (await memsys.memoryHistory(id)).events.map((e) => e.event).filter((e) => e !== "reembedded");
+  assert.deepEqual(events, ["formed", "edited", "deleted", "restored"]);
+  await assert.rejects(other.getMemory(id), (error) => error instanceof NotFoundError);
+});
+
 test("errors are typed and carry the envelope's code", async () => {
   await assert.rejects(memsys.memorize({ message_id: "x", create_time: "2025-05-01T10:00:00Z", sender: "u" }), (error) => {
     assert.ok(error instanceof InvalidParameterError && error instanceof MemsysError);
