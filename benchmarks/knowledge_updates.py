@@ -366,21 +366,35 @@ async def measure(base_url: str, users: list[User], concurrency: int) -> dict:
         await asyncio.gather(*(one(user) for user in users))
         formed_s = time.perf_counter() - started
         outcomes: list[dict] = []
+        misses: list[dict] = []
         controls: list[dict] = []
         history_complete = [0, 0]
         for user in users:
             for change in user.changes:
                 for memory_type in MEMORY_TYPES:
                     contents = await ask(client, user, change.attribute, memory_type)
+                    scored = scores(contents, change.old, change.new)
                     outcomes.append(
                         {
                             "attribute": change.attribute,
                             "language": user.language,
                             "wording": change.wording,
                             "memory_type": memory_type,
-                            **scores(contents, change.old, change.new),
+                            **scored,
                         }
                     )
+                    if not scored["current_first"]:
+                        misses.append(
+                            {
+                                "user_id": user.user_id,
+                                "attribute": change.attribute,
+                                "old": change.old,
+                                "new": change.new,
+                                "wording": change.wording,
+                                "memory_type": memory_type,
+                                "found": contents[:3],
+                            }
+                        )
             superseded = await _superseded_of(client, user)
             for memory_id, _content in superseded:
                 events = (await client.get(f"/api/v3/agentic/memories/{memory_id}/history")).json()["result"]["events"]
@@ -396,6 +410,7 @@ async def measure(base_url: str, users: list[User], concurrency: int) -> dict:
         "outcomes": outcomes,
         "controls": controls,
         "history_complete": history_complete,
+        "misses": misses,
     }
 
 
@@ -451,7 +466,7 @@ def main() -> None:
         "overall": summarise([{**o, "all": "all"} for o in outcomes], ("all", "memory_type")),
         "by_wording": summarise(outcomes, ("wording", "memory_type")),
         "by_language": summarise(outcomes, ("language", "memory_type")),
-        "by_attribute": summarise([o for o in outcomes if o["memory_type"] == "semantic_memory"], ("attribute",)),
+        "by_attribute": summarise(outcomes, ("attribute", "memory_type")),
     }
     wrong = sum(c["wrongly_superseded"] for c in controls)
     done, total = measured["history_complete"]
@@ -468,6 +483,7 @@ def main() -> None:
         },
         "history_complete": {"superseded": total, "complete": done},
         "formed_s": measured["formed_s"],
+        "misses": measured["misses"],
         "mode": "offline (MEMSYS_SUPERSESSION=auto, no LLM)",
     }
     for title, rows in tables.items():

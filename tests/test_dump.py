@@ -125,7 +125,8 @@ def _counts(lines: list[dict]) -> str:
     """'N conversation_meta, N memcell, ...': the dump's rows by type, as memsys import counts them."""
     kinds = Counter(line["type"] for line in lines)
     return ", ".join(
-        f"{kinds[kind]} {kind}" for kind in ("conversation_meta", "memcell", "message", "memory", "profile")
+        f"{kinds[kind]} {kind}"
+        for kind in ("conversation_meta", "memcell", "message", "memory", "memory_event", "profile")
     )
 
 

@@ -71,6 +71,7 @@ def test_forget_a_user_keeps_the_others_memories_formed_again(client: TestClient
         "memories": 0,
         "profiles": 0,
         "messages": 0,
+        "memory_history": 0,
         "participant_details": 0,
         "agent_offloads": 0,
     }

@@ -250,7 +250,7 @@ _SENTENCE = re.compile(r"[^.!?;。！？；\n]+[.!?;。！？；]?")
 
 def facts_of(user: str, text: str) -> list[Fact]:
     """What ``user`` states about themselves in ``text`` (their own message), in order; one per attribute and
-    sentence."""
+    sentence, and of an attribute with one value only the last."""
     found: list[Fact] = []
     for sentence in _SENTENCE.findall(text):
         seen: set[str] = set()
@@ -264,7 +264,10 @@ def facts_of(user: str, text: str) -> list[Fact]:
             if fact is not None:
                 found.append(fact)
                 seen.add(attribute)
-    return found
+    # Of one attribute with one value, the message's last statement is what it says now ("I broke up with Leo. I'm
+    # dating Tom now."): the earlier ones are left out.
+    last = {fact.attribute: i for i, fact in enumerate(found) if replaces(fact.as_json())}
+    return [fact for i, fact in enumerate(found) if not replaces(fact.as_json()) or last[fact.attribute] == i]
 
 
 def unstated(text: str) -> str:

@@ -150,7 +150,8 @@ def _facts_of(message: dict, context: Context) -> dict:
     substance): supersession then marks its facts outdated but keeps the memory current."""
     if context.is_assistant(message["sender"]):
         return {}
-    stated = [fact.as_json() for fact in facts.facts_of(message["sender"], message["content"])]
+    said = message["create_time"].isoformat()
+    stated = [{**fact.as_json(), "at": said} for fact in facts.facts_of(message["sender"], message["content"])]
     rest = message["content"] if not stated else facts.unstated(message["content"])
     more = sum(profiles.keyword_counts([rest]).values()) >= MORE_WORDS
     return {**({"facts": stated} if stated else {}), **({"holds_more": True} if more else {})}
@@ -178,7 +179,7 @@ def fact_memories(entries: list[Draft], context: Context) -> list[Draft]:
             if key in seen:
                 continue
             seen.add(key)
-            said = facts.Fact(**fact)
+            said = facts.Fact(**{key: value for key, value in fact.items() if key != "at"})
             name = context.name_of(said.user, entry.content.partition(": ")[0] or None)
             drafts.append(
                 Draft(

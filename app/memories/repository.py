@@ -233,6 +233,22 @@ async def change(
     await conn.execute(update(memories).where(memories.c.id.in_(list(memory_ids))).values(**values))
 
 
+async def mark_group_copy(conn: AsyncConnection, memcell_ids: Sequence[UUID], present: bool) -> None:
+    """The participants' episodes of these MemCells: whether their group's copy is there to stand for them (a search
+    without a user shows one copy, migration 0020): a deleted group copy brings them back, a restored one hides them."""
+    if memcell_ids:
+        await conn.execute(
+            update(memories)
+            .where(
+                memories.c.memcell_id.in_(list(memcell_ids)),
+                memories.c.memory_type == "episode",
+                memories.c.user_id.is_not(None),
+                memories.c.group_id.is_not(None),
+            )
+            .values(has_group_copy=present)
+        )
+
+
 async def superseded_by(conn: AsyncConnection, memory_id: UUID) -> list[dict[str, Any]]:
     """The memories that ``memory_id`` superseded."""
     statement = select(*RETURNED).where(memories.c.superseded_by == memory_id).order_by(memories.c.timestamp)

@@ -168,8 +168,13 @@ async def delete_matching(
     return len(rows)
 
 
+def _group_copies(rows: list[dict[str, Any]]) -> list[UUID]:
+    return [row["memcell_id"] for row in rows if row["memory_type"] == "episode" and row["user_id"] is None]
+
+
 async def _soft_delete(conn: AsyncConnection, rows: list[dict[str, Any]], actor: str) -> None:
     await repository.change(conn, [row["id"] for row in rows], {"status": "deleted", "deleted_at": datetime.now(UTC)})
+    await repository.mark_group_copy(conn, _group_copies(rows), present=False)
     await history.record(
         conn,
         [Event(row["id"], "deleted", actor, user_id=row["user_id"], details={"was": row["status"]}) for row in rows],
@@ -183,6 +188,8 @@ async def restore_memory(runtime: Runtime, memory_id: str, actor: str) -> Memory
         row = await _existing(conn, uuid, lock=True)
         if row["status"] != "current":
             await repository.change(conn, [uuid], _revived())
+            if row["status"] == "deleted":
+                await repository.mark_group_copy(conn, _group_copies([row]), present=True)
             details = {"was": row["status"]}
             if row["superseded_by"] is not None:
                 details["superseded_by"] = str(row["superseded_by"])

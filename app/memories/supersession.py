@@ -199,12 +199,13 @@ async def settle(
             continue
         latest = max(
             ((memory, index, fact) for memory, index, fact in said if replaces(fact)),
-            key=lambda item: (item[0].timestamp, item[0].new),
+            key=lambda item: (said_at(item[0], item[2]), item[0].new),
             default=None,
         )
         if latest is None:
             continue
         newer, _, newest = latest
+        newest_at = said_at(newer, newest)
         for memory, index, fact in said:
             if memory is newer or not (memory.new or newer.new):
                 continue
@@ -220,7 +221,7 @@ async def settle(
                         )
                     )
                 continue
-            if memory.timestamp < newer.timestamp:
+            if said_at(memory, fact) < newest_at:
                 outdated[memory.id].append((index, _superseder(everyone, memory, key, newest, newer), newest))
     changed = []
     for memory in everyone:
@@ -265,6 +266,12 @@ async def settle(
     return [memory for memory in everyone if memory.id not in superseded]
 
 
+def said_at(memory: Stated, fact: dict[str, Any]) -> datetime:
+    """When a fact was said: its message's time (``at``), or the memory's."""
+    at = fact.get("at")
+    return datetime.fromisoformat(at) if at else memory.timestamp
+
+
 def _statements(everyone: list[Stated]) -> dict[tuple[str, str], list[tuple[Stated, int, dict[str, Any]]]]:
     """Every live fact, by (user, attribute)."""
     said: dict[tuple[str, str], list[tuple[Stated, int, dict[str, Any]]]] = defaultdict(list)
@@ -292,8 +299,9 @@ def _superseder(
 
 
 def _latest_mark(marks: list[tuple[int, Stated, dict[str, Any]]]) -> tuple[Stated, datetime]:
-    by = max((by for _, by, _ in marks), key=lambda memory: memory.timestamp)
-    return by, by.timestamp
+    """The memory that superseded the last of a memory's facts, and when that newer value was said."""
+    by, newest = max(((by, newest) for _, by, newest in marks), key=lambda item: said_at(item[0], item[1]))
+    return by, said_at(by, newest)
 
 
 def _user_of(known: list[Stated], memory_id: UUID) -> str | None:
