@@ -118,11 +118,16 @@ def parse_date(text: str) -> datetime:
     return datetime.strptime(f"{day} {clock.split(') ')[1]}", "%Y/%m/%d %H:%M").replace(tzinfo=UTC)
 
 
-def load(path: Path, limit: int | None = None, after: int | None = None) -> list[Question]:
-    """The questions (``limit``: spread over the types; ``after``: less those a ``--questions after`` run took)."""
+def load(
+    path: Path, limit: int | None = None, after: int | None = None, types: list[str] | None = None
+) -> list[Question]:
+    """The questions (``limit``: spread over the types; ``after``: less those a ``--questions after`` run took;
+    ``types``: of these types only)."""
     with gzip.open(path, "rt") as source:
         items = json.loads(source.readline())["items"]
         sessions = {s["session_id"]: s["turns"] for s in map(json.loads, source)}
+    if types:
+        items = [item for item in items if item["question_type"] in types]
     chosen = items if limit is None else _stratified(items, limit)
     if after:
         taken = {item["question_id"] for item in _stratified(items, after)}
@@ -531,7 +536,7 @@ def plot(rows: list[dict], out_dir: Path) -> Path:
 
 def run(args: argparse.Namespace) -> dict:
     run_started = time.perf_counter()
-    questions = load(args.data, args.questions, args.after)
+    questions = load(args.data, args.questions, args.after, args.types)
     llm = {"base_url": args.llm, "model": args.llm_model} if args.llm else None
     started = time.perf_counter()
     ranked = ask_baselines(questions) if not args.no_baselines else {}
@@ -578,6 +583,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LongMemEval_S in the dev split's format")
     parser.add_argument("--questions", type=int, help="N questions spread over the types (default: all)")
+    parser.add_argument("--types", nargs="+", help="only questions of these types (e.g. knowledge-update)")
     parser.add_argument("--after", type=int, help="less the questions of a --questions AFTER run (the next ones)")
     parser.add_argument("--combine", type=Path, nargs="+", help="only score the union of these runs' results.json")
     parser.add_argument("--base-url", help="a running memsys; default: start one on a fresh embedded database")

@@ -290,6 +290,23 @@ def test_embedding_runtime_benchmark_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_knowledge_updates_benchmark_end_to_end(tmp_path: Path) -> None:
+    """benchmarks/knowledge_updates.py with 9 users against a fresh memsys: every figure in [0, 1] for each memory
+    type and wording set, the controls counted, the JSON and the plot saved."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.knowledge_updates", "--users", "9", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "knowledge_updates.json").read_text())["results"]
+    assert {row["memory_type"] for row in results["overall"]} == {"episode", "event_log", "semantic_memory"}
+    assert {row["wording"] for row in results["by_wording"]} == {"tuned", "held_out"}
+    assert all(0 <= row[m] <= 1 for row in results["overall"] for m in ("current_first", "current@5", "stale_hidden"))
+    assert results["controls"]["n"] > 0 and results["history_complete"]["superseded"] > 0
+    assert (tmp_path / "knowledge_updates.png").stat().st_size > 0
+
+
+@pytest.mark.slow
 def test_read_your_writes_benchmark_end_to_end(tmp_path: Path) -> None:
     """benchmarks/read_your_writes.py with 3 probes, idle and under 2 clients memorizing the tiny LoCoMo: idle,
     every probe is found, as a message (3 messages in their groups: nothing formed); under load, each probe is
