@@ -10,10 +10,13 @@ WHERE CASE WHEN CAST(:cross_lingual AS boolean) THEN embedding_xl IS NULL
 -- The next memories after :after_id (in id order), each with what its vector is made from
 -- (app.formation.memcell.embedding_text): title and content, and for an event-log entry formed offline (also kept
 -- beside an LLM's facts) the offline entry before it in its MemCell, which is the turn before its message.
+-- The tenant named in both reads (row-level security holds it anyway): on Citus the statement is then one
+-- single-shard task, which may hold the lateral join.
 WITH batch AS (
     SELECT id, memcell_id, memory_type, title, content, metadata ->> 'extraction' AS extraction
     FROM memories
-    WHERE id > :after_id
+    WHERE tenant_id = :tenant_id
+      AND id > :after_id
       AND CASE WHEN CAST(:cross_lingual AS boolean) THEN embedding_xl IS NULL  -- the cross-lingual pass
                ELSE CAST(:all_rows AS boolean) OR embedding_model <> :embedding_model END
       -- Only the memories of this model (memories whose content was corrected: 'edited'); NULL: any.
@@ -26,7 +29,7 @@ FROM batch b
 LEFT JOIN LATERAL (
     SELECT e.id, lag(e.content) OVER w AS before
     FROM memories e
-    WHERE e.memcell_id = b.memcell_id AND e.memory_type = 'event_log' AND e.metadata ->> 'extraction' = 'offline'
+    WHERE e.tenant_id = :tenant_id AND e.memcell_id = b.memcell_id AND e.memory_type = 'event_log' AND e.metadata ->> 'extraction' = 'offline'
     WINDOW w AS (ORDER BY e.timestamp, e.created_at, e.id)
 ) n ON b.memory_type = 'event_log' AND b.extraction = 'offline' AND n.id = b.id
 ORDER BY b.id;

@@ -149,6 +149,7 @@ class Redo:
 
     def _parameters(self, tenant: str) -> dict[str, Any]:
         return {
+            "tenant_id": tenant,
             "all_rows": self.all_rows,
             "cross_lingual": self.cross_lingual,
             "embedding_model": self.embedder.name,
