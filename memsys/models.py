@@ -181,6 +181,7 @@ class AgenticMetadata(Result):
     time_window: dict[str, Any] | None = None
     fallback_reason: str | None = None
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    hidden: dict[str, int] | None = None
 
 
 class AgenticResult(Result):

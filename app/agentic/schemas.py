@@ -49,6 +49,9 @@ class AgenticMetadata(BaseModel):
     time_window: dict[str, Any] | None = None
     fallback_reason: str | None = None
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    hidden: dict[str, int] | None = Field(
+        default=None, description="What the scope holds that its life hides: superseded, deleted, expired"
+    )
 
 
 class AgenticResult(BaseModel):

@@ -83,10 +83,13 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
     explicit_range = "time_range_days" in request.model_fields_set
     filters = fit_filters(retrieval.filters_for(request), window, explicit_range)
 
+    hidden: dict[str, dict[str, int] | None] = {}
+
     async def search(query: str, vector: list[float] | None = None) -> list[dict]:
         found = await retrieval.search(
             runtime, query=query, filters=filters, top_k=limit, mode="rrf", query_vector=vector
         )
+        hidden.setdefault("first", found.hidden)  # the request's own query: what its scope hides by their life
         return found.memories
 
     t = time.perf_counter()
@@ -168,6 +171,7 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
         time_window=window.as_dict() if window else None,
         fallback_reason=state["fallback_reason"],
         timings_ms=timer.timings,
+        hidden=hidden.get("first"),
     )
     message = f"Agentic retrieval successful, found {len(final)} memories"
     if state["fallback_reason"]:
