@@ -196,7 +196,7 @@ def test_memsys_mcp_server_as_a_pydantic_ai_toolset(server, keys, model):
         "gina: I am training for the Berlin marathon"
     ]
     offered = {tool["function"]["name"] for tool in model.chat_requests[0].body["tools"]}
-    assert offered == {"add_memory", "search_memories", "get_profile", "forget_user"}
+    assert offered == {"add_memory", "search_memories", "get_profile", "get_memory", "correct_memory", "forget_user"}
 
 
 def test_the_docs_example_runs_as_written(server, keys, model):
