@@ -269,7 +269,10 @@ async def with_facts_of(conn: AsyncConnection, user_ids: Sequence[str]) -> list[
         memories.c.source_message_ids,
         memories.c.metadata,
     ).where(memories.c.status == "current", memories.c.metadata.has_key("facts"), about)
-    return [dict(row) for row in (await conn.execute(statement.order_by(memories.c.timestamp))).mappings()]
+    # Locked in one order (timestamp, id): two MemCells of one user closing at once settle one after the other,
+    # each on what the other wrote, and cannot deadlock.
+    statement = statement.order_by(memories.c.timestamp, memories.c.id).with_for_update()
+    return [dict(row) for row in (await conn.execute(statement)).mappings()]
 
 
 async def nearest(
