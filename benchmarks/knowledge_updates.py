@@ -7,7 +7,9 @@ diet, a partner, a car, a school), driven through the HTTP API of a fresh ``mems
 else's change ("my sister moved to …"), the same value again, or an addition ("I also adopted …").
 
 Every statement is drawn from one of two sets of wordings: ``tuned`` (the wordings the offline fact patterns were
-written against) and ``held_out`` (written apart, never used to change the patterns); both are reported.
+written against) and ``held_out`` (written by someone who had not seen the patterns, and measured before any pattern
+was changed after seeing it); both are reported. When the patterns are changed after a held-out set's misses, that
+set joins ``tuned`` and a new held-out set is written (docs/memories.md, "How well").
 
 Figures, per attribute, language, wording set and memory type searched:
 * ``current_first``: of the memories found that state the old or the new value, the first states the new one;
@@ -66,12 +68,20 @@ WORDINGS: dict[str, dict[str, dict]] = {
                 "Boston",
             ],
             "state": {
-                "tuned": ["I live in {v} and I love it here."],
-                "held_out": ["These days I live in {v}, near the old town."],
+                "tuned": ["I live in {v} and I love it here.", "These days I live in {v}, near the old town."],
+                "held_out": [
+                    "I live in {v}.",
+                    "Home for me is {v} these days, so keep that in mind for restaurant suggestions.",
+                    "I'm based in {v}, so anything in the evening my time works best.",
+                ],
             },
             "change": {
-                "tuned": ["I moved to {v} last month!"],
-                "held_out": ["Quick update: we relocated to {v} in May."],
+                "tuned": ["I moved to {v} last month!", "Quick update: we relocated to {v} in May."],
+                "held_out": [
+                    "We finally moved to {v} last month!",
+                    "I just relocated to {v} for good, so I need to figure out the local transit.",
+                    "After all the packing, we've settled in {v} now.",
+                ],
             },
             "ask": "Where does {name} live?",
         },
@@ -91,10 +101,21 @@ WORDINGS: dict[str, dict[str, dict]] = {
                 "designer",
             ],
             "state": {
-                "tuned": ["I work as {a} {v}, long days but I like it."],
-                "held_out": ["I'm {a} {v} at a small company."],
+                "tuned": ["I work as {a} {v}, long days but I like it.", "I'm {a} {v} at a small company."],
+                "held_out": [
+                    "I'm {a} {v}.",
+                    "I work as {a} {v} at a mid-sized company, so my schedule is pretty fixed.",
+                    "I'm {a} {v} by trade, and honestly I still enjoy it.",
+                ],
             },
-            "change": {"tuned": ["I now work as {a} {v}."], "held_out": ["I changed careers and became {a} {v}."]},
+            "change": {
+                "tuned": ["I now work as {a} {v}.", "I changed careers and became {a} {v}."],
+                "held_out": [
+                    "I just started as {a} {v} this week!",
+                    "Good news: I landed a job as {a} {v}, starting Monday.",
+                    "I switched careers and I'm now working as {a} {v}.",
+                ],
+            },
             "ask": "What is {name}'s job?",
         },
         "pet": {
@@ -113,25 +134,64 @@ WORDINGS: dict[str, dict[str, dict]] = {
                 "Ziggy",
             ],
             "species": ["cat", "dog", "rabbit", "parrot"],
-            "state": {"tuned": ["My {s} {v} keeps me company."], "held_out": ["I have a {s} called {v}."]},
+            "state": {
+                "tuned": ["My {s} {v} keeps me company.", "I have a {s} called {v}."],
+                "held_out": [
+                    "I have a {s} named {v}.",
+                    "My {s}, {v}, is curled up next to me right now.",
+                    "{v} is my {s}, and he's the main reason I work from home.",
+                ],
+            },
             "change": {
-                "tuned": ["{old} passed away in April, so I adopted a {s} called {v}."],
-                "held_out": ["After {old} died I got a {s} named {v}."],
+                "tuned": [
+                    "{old} passed away in April, so I adopted a {s} called {v}.",
+                    "After {old} died I got a {s} named {v}.",
+                ],
+                "held_out": [
+                    "{old} passed away in the spring, and last week I adopted a {s} called {v}.",
+                    "After losing {old}, we brought home a new {s}; her name is {v}.",
+                    "I finally got another {s} after {old} died, and I named him {v}.",
+                ],
             },
             "ask": "What pet does {name} have?",
         },
         "diet": {
             "values": ["vegetarian", "vegan", "pescatarian"],
-            "state": {"tuned": ["I'm {v}, so no meat for me."], "held_out": ["I am {a} {v} these days."]},
-            "change": {"tuned": ["I went {v} last month."], "held_out": ["I've become {v} since spring."]},
+            "state": {
+                "tuned": ["I'm {v}, so no meat for me.", "I am {a} {v} these days."],
+                "held_out": [
+                    "I'm {v}.",
+                    "I've been {v} for years, so please skip the meat in any recipe ideas.",
+                    "Just so you know, my diet is {v}, so keep that in mind for meal plans.",
+                ],
+            },
+            "change": {
+                "tuned": ["I went {v} last month.", "I've become {v} since spring."],
+                "held_out": [
+                    "I've gone {v} as of this month.",
+                    "I recently switched to a {v} diet and I'm still learning what to cook.",
+                    "Starting this year I'm {v}, so I need new lunch ideas.",
+                ],
+            },
             "ask": "What diet does {name} follow?",
         },
         "partner": {
             "values": ["Tom", "Anna", "Marco", "Julia", "Sam", "Nora", "Leo", "Maya", "Omar", "Ella"],
-            "state": {"tuned": ["My boyfriend {v} cooked dinner tonight."], "held_out": ["My partner {v} says hi."]},
+            "state": {
+                "tuned": ["My boyfriend {v} cooked dinner tonight.", "My partner {v} says hi."],
+                "held_out": [
+                    "My partner's name is {v}.",
+                    "I live with my girlfriend, {v}, and we split the cooking.",
+                    "{v} and I have been together for a while now, and we're planning a trip.",
+                ],
+            },
             "change": {
-                "tuned": ["I broke up with {old}. I'm dating {v} now."],
-                "held_out": ["My new girlfriend {v} is wonderful."],
+                "tuned": ["I broke up with {old}. I'm dating {v} now.", "My new girlfriend {v} is wonderful."],
+                "held_out": [
+                    "I'm seeing someone new now, {v}.",
+                    "I just started dating {v}, and I want to plan something nice for our first weekend away.",
+                    "Big update: {v} and I are officially together as of last week.",
+                ],
             },
             "ask": "Who is {name}'s partner?",
         },
@@ -148,10 +208,21 @@ WORDINGS: dict[str, dict[str, dict]] = {
                 "Mazda CX-5",
                 "Volvo XC40",
             ],
-            "state": {"tuned": ["I drive a {v} to work."], "held_out": ["My car is a {v}, pretty reliable."]},
+            "state": {
+                "tuned": ["I drive a {v} to work.", "My car is a {v}, pretty reliable."],
+                "held_out": [
+                    "I drive a {v}.",
+                    "My daily driver is the {v}, and it's been reliable so far.",
+                    "I commute in my {v} every morning, about forty minutes each way.",
+                ],
+            },
             "change": {
-                "tuned": ["I bought a new {v} yesterday!"],
-                "held_out": ["I traded in my old car and now I drive a {v}."],
+                "tuned": ["I bought a new {v} yesterday!", "I traded in my old car and now I drive a {v}."],
+                "held_out": [
+                    "I just picked up a new {v}!",
+                    "We traded in and bought a used {v} yesterday.",
+                    "I finally got my {v} last week, so road trips are back on.",
+                ],
             },
             "ask": "What car does {name} drive?",
         },
@@ -166,70 +237,209 @@ WORDINGS: dict[str, dict[str, dict]] = {
                 "Rice University",
                 "Tufts University",
             ],
-            "state": {"tuned": ["I study at {v}."], "held_out": ["I'm a student at {v}."]},
-            "change": {"tuned": ["I transferred to {v} this semester."], "held_out": ["I'm studying at {v} now."]},
+            "state": {
+                "tuned": ["I study at {v}.", "I'm a student at {v}."],
+                "held_out": [
+                    "I'm a student at {v}.",
+                    "I study at {v}, so my exams are always in early December.",
+                    "I go to {v} and I'm in my second year.",
+                ],
+            },
+            "change": {
+                "tuned": ["I transferred to {v} this semester.", "I'm studying at {v} now."],
+                "held_out": [
+                    "I just transferred to {v}.",
+                    "I got into {v} and classes started this week!",
+                    "This semester I've started at {v}, and the campus is huge.",
+                ],
+            },
             "ask": "Where does {name} study?",
         },
     },
     "zh": {
         "residence": {
             "values": ["北京", "上海", "广州", "深圳", "成都", "杭州", "南京", "武汉", "西安", "重庆", "苏州", "厦门"],
-            "state": {"tuned": ["我住在{v}，很喜欢这里。"], "held_out": ["我现在住在{v}的老城区。"]},
-            "change": {"tuned": ["我上个月搬到了{v}。"], "held_out": ["告诉你，我已经搬去{v}了。"]},
+            "state": {
+                "tuned": ["我住在{v}，很喜欢这里。", "我现在住在{v}的老城区。"],
+                "held_out": [
+                    "我住在{v}。",
+                    "我现在人在{v}，推荐餐厅的时候按这边来就行。",
+                    "我家在{v}，平时都在这边上班。",
+                ],
+            },
+            "change": {
+                "tuned": ["我上个月搬到了{v}。", "告诉你，我已经搬去{v}了。"],
+                "held_out": [
+                    "我们上个月已经搬到{v}了！",
+                    "我刚搬去{v}，还在熟悉这边的地铁。",
+                    "折腾了半天，我们总算在{v}安顿下来了。",
+                ],
+            },
             "ask": "{name}住在哪里？",
         },
         "job": {
             "values": ["护士", "老师", "程序员", "厨师", "律师", "会计", "建筑师", "摄影师", "医生", "设计师"],
-            "state": {"tuned": ["我是一名{v}，每天都很忙。"], "held_out": ["我的工作是{v}。"]},
-            "change": {"tuned": ["我现在是一名{v}。"], "held_out": ["我转行当了{v}。"]},
+            "state": {
+                "tuned": ["我是一名{v}，每天都很忙。", "我的工作是{v}。"],
+                "held_out": ["我是{v}。", "我在一家公司当{v}，作息比较固定。", "我现在的工作是{v}，干了好几年了。"],
+            },
+            "change": {
+                "tuned": ["我现在是一名{v}。", "我转行当了{v}。"],
+                "held_out": [
+                    "我这周刚开始当{v}！",
+                    "好消息，我找到了一份{v}的工作，下周一入职。",
+                    "我转行了，现在在做{v}。",
+                ],
+            },
             "ask": "{name}的工作是什么？",
         },
         "pet": {
             "values": ["咪咪", "旺财", "豆豆", "球球", "花花", "小白", "大黄", "毛毛", "点点", "乐乐"],
             "species": ["猫", "狗", "兔子"],
-            "state": {"tuned": ["我的{s}叫{v}。"], "held_out": ["我家{s}叫{v}，特别可爱。"]},
+            "state": {
+                "tuned": ["我的{s}叫{v}。", "我家{s}叫{v}，特别可爱。"],
+                "held_out": [
+                    "我养了一只{s}，叫{v}。",
+                    "我家{s}{v}现在正趴在我旁边睡觉。",
+                    "{v}是我的{s}，每天下班回家它都在门口等我。",
+                ],
+            },
             "change": {
-                "tuned": ["{old}去世了，我领养了一只{s}，叫{v}。"],
-                "held_out": ["{old}走了以后，我新养了一只{s}，名叫{v}。"],
+                "tuned": ["{old}去世了，我领养了一只{s}，叫{v}。", "{old}走了以后，我新养了一只{s}，名叫{v}。"],
+                "held_out": [
+                    "{old}春天走了，上周我又领养了一只{s}，叫{v}。",
+                    "{old}去世以后，我们家新来了一只{s}，名字叫{v}。",
+                    "{old}不在了，我最近新养了一只{s}，给它起名叫{v}。",
+                ],
             },
             "ask": "{name}养了什么宠物？",
         },
         "diet": {
             "values": ["吃素", "吃肉"],
-            "state": {"tuned": ["我{v}，不挑食。"], "held_out": ["我现在{v}。"]},
-            "change": {"tuned": ["我开始{v}了。"], "held_out": ["我最近又开始{v}了。"]},
+            "state": {
+                "tuned": ["我{v}，不挑食。", "我现在{v}。"],
+                "held_out": ["我{v}。", "我平时都{v}，给我推荐菜谱的时候注意一下。", "我一直{v}，已经好多年了。"],
+            },
+            "change": {
+                "tuned": ["我开始{v}了。", "我最近又开始{v}了。"],
+                "held_out": [
+                    "我从这个月开始{v}了。",
+                    "最近我改成{v}了，还在摸索怎么做饭。",
+                    "今年起我决定{v}，你帮我想想午饭吃什么。",
+                ],
+            },
             "ask": "{name}的饮食习惯是什么？",
         },
         "partner": {
             "values": ["李雷", "韩梅", "王强", "刘芳", "陈晨", "赵雪", "孙浩", "周婷"],
-            "state": {"tuned": ["我男朋友叫{v}。"], "held_out": ["我老公叫{v}，他很会做饭。"]},
-            "change": {"tuned": ["我和{old}分手了。我的新男朋友叫{v}。"], "held_out": ["现在我女朋友是{v}。"]},
+            "state": {
+                "tuned": ["我男朋友叫{v}。", "我老公叫{v}，他很会做饭。"],
+                "held_out": [
+                    "我对象叫{v}。",
+                    "我和女朋友{v}住在一起，平时轮流做饭。",
+                    "{v}是我男朋友，我们在一起挺久了。",
+                ],
+            },
+            "change": {
+                "tuned": ["我和{old}分手了。我的新男朋友叫{v}。", "现在我女朋友是{v}。"],
+                "held_out": [
+                    "我现在在和{v}交往。",
+                    "我最近刚开始跟{v}约会，想安排个周末出去玩。",
+                    "告诉你个好消息，我和{v}上周正式在一起了。",
+                ],
+            },
             "ask": "{name}的伴侣是谁？",
         },
         "car": {
             "values": ["特斯拉", "比亚迪", "丰田", "本田", "宝马", "大众", "蔚来", "小鹏"],
-            "state": {"tuned": ["我开{v}上班。"], "held_out": ["我的车是{v}。"]},
-            "change": {"tuned": ["我上周买了一辆{v}。"], "held_out": ["我换了一辆{v}，开起来很舒服。"]},
+            "state": {
+                "tuned": ["我开{v}上班。", "我的车是{v}。"],
+                "held_out": [
+                    "我开的是{v}。",
+                    "我每天开{v}上下班，单程四十分钟左右。",
+                    "我的车是{v}，到现在开着都挺省心的。",
+                ],
+            },
+            "change": {
+                "tuned": ["我上周买了一辆{v}。", "我换了一辆{v}，开起来很舒服。"],
+                "held_out": [
+                    "我刚提了一辆{v}！",
+                    "我们把旧车卖了，昨天换了辆{v}。",
+                    "上周我终于买了{v}，可以自驾游了。",
+                ],
+            },
             "ask": "{name}开什么车？",
         },
         "school": {
             "values": ["北京大学", "复旦大学", "浙江大学", "南京大学", "武汉大学", "中山大学", "四川大学", "厦门大学"],
-            "state": {"tuned": ["我在{v}读书。"], "held_out": ["我在{v}上学。"]},
-            "change": {"tuned": ["我转学到了{v}。"], "held_out": ["我考上了{v}。"]},
+            "state": {
+                "tuned": ["我在{v}读书。", "我在{v}上学。"],
+                "held_out": ["我在{v}读书。", "我是{v}的学生，现在读大二。", "我在{v}上学，期末考试一般在一月份。"],
+            },
+            "change": {
+                "tuned": ["我转学到了{v}。", "我考上了{v}。"],
+                "held_out": [
+                    "我刚转学到{v}了。",
+                    "我考上了{v}，这周已经开学了！",
+                    "这学期我开始在{v}读研了，校园特别大。",
+                ],
+            },
             "ask": "{name}在哪里上学？",
         },
     },
 }
 CONTROLS = {
     "en": {
-        "someone_else": "My sister moved to {other} last week.",
-        "restatement": "I still live in {v}, I reminded my landlord of it today.",
-        "addition": "I also adopted a {s} called {other}.",
+        "someone_else": {
+            "tuned": ["My sister moved to {other} last week."],
+            "held_out": [
+                "My sister just moved to {other}.",
+                "A colleague of mine relocated to {other} last week, so the team feels a bit empty.",
+                "My best friend finally settled in {other} after years of talking about it.",
+            ],
+        },
+        "restatement": {
+            "tuned": ["I still live in {v}, I reminded my landlord of it today."],
+            "held_out": [
+                "Like I said, I'm still in {v}.",
+                "The weather here in {v} has been awful all week.",
+                "Since I live in {v}, can you suggest some weekend day trips nearby?",
+            ],
+        },
+        "addition": {
+            "tuned": ["I also adopted a {s} called {other}."],
+            "held_out": [
+                "We also got a second {s}, called {other}.",
+                "On top of my first pet, I just adopted another {s} named {other}.",
+                "My family grew again: we added a {s} called {other} alongside the one we already have.",
+            ],
+        },
     },
     "zh": {
-        "someone_else": "我姐姐上周搬到了{other}。",
-        "restatement": "我还住在{v}。",
-        "addition": "我还养了一只{s}，叫{other}。",
+        "someone_else": {
+            "tuned": ["我姐姐上周搬到了{other}。"],
+            "held_out": [
+                "我姐姐刚搬到{other}去了。",
+                "我一个同事上周调去{other}了，组里一下子冷清了不少。",
+                "我邻居一家已经搬到{other}了，房子现在空着。",
+            ],
+        },
+        "restatement": {
+            "tuned": ["我还住在{v}。"],
+            "held_out": [
+                "我还是住在{v}，没搬家。",
+                "{v}这边这周一直在下雨，烦死了。",
+                "我住{v}嘛，你帮我推荐几个周边周末能去的地方。",
+            ],
+        },
+        "addition": {
+            "tuned": ["我还养了一只{s}，叫{other}。"],
+            "held_out": [
+                "我又养了一只{s}，叫{other}。",
+                "家里除了原来那只，现在还多了一只{s}，叫{other}。",
+                "我们最近又领养了第二只{s}，起名叫{other}。",
+            ],
+        },
     },
 }
 CONTROL_ATTRIBUTE = {"someone_else": "residence", "restatement": "residence", "addition": "pet"}
@@ -252,6 +462,7 @@ class User:
     user_id: str
     name: str
     language: str
+    wording: str
     first: list[str] = field(default_factory=list)
     second: list[str] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
@@ -277,7 +488,7 @@ def generate(count: int, seed: int) -> list[User]:
         table = WORDINGS[language]
         wording = "held_out" if i % 2 else "tuned"
         name = (EN_NAMES if language == "en" else ZH_NAMES)[i % 12]
-        user = User(f"ku_{i:04d}", name, language)
+        user = User(f"ku_{i:04d}", name, language, wording)
         control = ("someone_else", "restatement", "addition")[i % 3] if i % 3 == 0 or i % 5 == 0 else None
         attributes = rng.sample(sorted(table), 3)
         if control and CONTROL_ATTRIBUTE[control] not in attributes:
@@ -296,7 +507,8 @@ def generate(count: int, seed: int) -> list[User]:
                 user.changes.append(Change(attribute, old, new, wording))
             elif control:
                 other = rng.choice([v for v in spec["values"] if v != old])
-                user.second.append(CONTROLS[language][control].format(v=old, s=new_species or "dog", other=other))
+                template = rng.choice(CONTROLS[language][control][wording])
+                user.second.append(template.format(v=old, s=new_species or "dog", other=other))
                 user.control = (control, attribute, old)
         user.first.insert(1, rng.choice(FILLER[language]))
         user.second.insert(0, rng.choice(FILLER[language]))
@@ -404,7 +616,9 @@ async def measure(base_url: str, users: list[User], concurrency: int) -> dict:
             if user.control:
                 kind, attribute, kept = user.control
                 wrong = any(kept in content for _, content in superseded)
-                controls.append({"kind": kind, "language": user.language, "wrongly_superseded": wrong})
+                controls.append(
+                    {"kind": kind, "language": user.language, "wording": user.wording, "wrongly_superseded": wrong}
+                )
     return {
         "formed_s": round(formed_s, 1),
         "outcomes": outcomes,
@@ -479,6 +693,10 @@ def main() -> None:
             "by_kind": {
                 kind: sum(c["wrongly_superseded"] for c in controls if c["kind"] == kind)
                 for kind in ("someone_else", "restatement", "addition")
+            },
+            "by_wording": {
+                wording: sum(c["wrongly_superseded"] for c in controls if c["wording"] == wording)
+                for wording in ("tuned", "held_out")
             },
         },
         "history_complete": {"superseded": total, "complete": done},
