@@ -4,7 +4,7 @@ recorded; "Authorize" with a real ``msk_`` key, then an operation executed from 
 
 Needs ``/usr/bin/chromium`` (``apt-get install chromium``); without it the browser test is skipped, except in CI
 (``CI=true``), where it fails. ``MEMSYS_API_DOCS_SCREENSHOT=docs/api-docs-offline.png`` writes the page's
-screenshot there (the README's).
+screenshot there (the one docs/api.md shows).
 """
 
 from __future__ import annotations

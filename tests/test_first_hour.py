@@ -14,8 +14,8 @@ from tests.conftest import ServerProcess, process_env
 from tests.formation_helpers import CONVERSATION, META_BODY, message
 
 API = "/api/v3/agentic"
-# The README's retrieve body (Quick start walk-through and the API section).
-README_QUERY = {"query": "project release date", "group_id": "group_123", "top_k": 10}
+# The body of docs/api.md's retrieve_lightweight example, without its user filter.
+DOCS_QUERY = {"query": "project release date", "group_id": "group_123", "top_k": 10}
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def wait_found(api: httpx.Client, deadline_s: float = 30, **body) -> dict:
 def test_the_readme_example_is_found_with_default_parameters(api):
     memorize_conversation(api)  # January 2025: more than a year before today
     assert api.post("/flush", json={"group_id": "group_123"}).json()["result"]["status_info"] == "extracted"
-    found = retrieve(api, **README_QUERY)
+    found = retrieve(api, **DOCS_QUERY)
     memories = found["result"]["memories"]
     assert found["result"]["metadata"]["time_range_days"] is None  # all time
     assert memories and all(m["formed"] for m in memories)
@@ -69,7 +69,7 @@ def test_the_readme_example_is_found_with_default_parameters(api):
     # One copy of the group episode, not the group's and each participant's.
     assert [m["memory_type"] for m in memories] == ["episode"]
     assert memories[0]["user_id"] is None
-    copies = retrieve(api, **README_QUERY, participant_copies=True)["result"]["memories"]
+    copies = retrieve(api, **DOCS_QUERY, participant_copies=True)["result"]["memories"]
     assert sorted(m["user_id"] or "" for m in copies) == ["", "user_001", "user_002"]
 
 
@@ -115,20 +115,20 @@ def test_a_message_is_found_before_it_is_formed_and_then_as_its_memories(api, se
 def test_an_answer_says_what_its_filters_left_out(api):
     memorize_conversation(api)
     api.post("/flush", json={"group_id": "group_123"})
-    old = retrieve(api, **README_QUERY, time_range_days=30)
+    old = retrieve(api, **DOCS_QUERY, time_range_days=30)
     assert old["result"]["count"] == 0
     assert old["result"]["metadata"]["hidden"] == {"outside_time_range": 1, "other_scopes": 0, "below_radius": 0}
     assert "outside the time range" in old["message"] and "leave time_range_days out" in old["message"]
 
-    other = retrieve(api, **README_QUERY | {"group_id": "group_124"})
+    other = retrieve(api, **DOCS_QUERY | {"group_id": "group_124"})
     assert other["result"]["count"] == 0 and other["result"]["metadata"]["hidden"]["other_scopes"] == 1
     assert "other users or groups" in other["message"]
 
-    far = retrieve(api, **README_QUERY, retrieval_mode="embedding", radius=0.95)
+    far = retrieve(api, **DOCS_QUERY, retrieval_mode="embedding", radius=0.95)
     assert far["result"]["count"] == 0 and far["result"]["metadata"]["hidden"]["below_radius"] == 1
     assert "radius=0.95" in far["message"]
 
-    full = retrieve(api, **README_QUERY)  # nothing left out: no explanation
+    full = retrieve(api, **DOCS_QUERY)  # nothing left out: no explanation
     assert full["result"]["metadata"]["hidden"] is None and full["message"] == "Retrieval successful, found 1 memories"
 
 

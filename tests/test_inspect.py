@@ -3,7 +3,8 @@ against a real ``memsys serve`` with two tenants.
 
 Needs ``/usr/bin/chromium`` (``apt-get install chromium``; Playwright's own browser download is not used).
 Without it the test is skipped, except in CI (``CI=true``), where it fails. The screenshot goes to the test's
-temporary directory; ``MEMSYS_INSPECTOR_SCREENSHOT=docs/inspector.png`` also writes it there (the README's).
+temporary directory; ``MEMSYS_INSPECTOR_SCREENSHOT=docs/inspector.png`` also writes it there (the one
+docs/integrations.md shows).
 """
 
 from __future__ import annotations
