@@ -239,6 +239,10 @@ class Settings(BaseSettings):
     rerank_model: str = "BAAI/bge-reranker-v2-m3"
     time_boost: float = 2.0
     """Factor for memories in the time window a query names (seed 004's fuse_time_ratio)."""
+    now_band: float = Field(default=0.93, gt=0, le=1)
+    """For a question about the present ("How many … have I …", "… now?", 现在…; ``time_aware``), of two memories
+    found about equally well, the newer ranks first when its score is at least this fraction of the older's: a
+    count or a state said again later is likelier true now (app/retrieval/time_aware.py). 1: only exact ties."""
     memory_type_weights: dict[str, float] = {
         "semantic_memory": 2.0,
         "profile": 1.2,

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.retrieval.time_aware import newest_first
+from app.text.now_questions import asks_about_now
 from tests.retrieval_support import memory, retrieve, write
 
 TODAY = datetime(2025, 1, 15, 12, tzinfo=UTC)  # a Wednesday; "last week" is 6-12 January
@@ -110,3 +112,62 @@ def test_the_conversations_time_zone_decides_which_day_yesterday_is(client, data
     utc = retrieve(client, query="Only yesterday: what did Alice cook?", current_time="2025-01-14", time_aware=True)
     assert utc["metadata"]["time_window"]["start"] == "2025-01-13" and "timezone" not in utc["metadata"]["time_window"]
     assert {m["content"] for m in utc["memories"]} == {c for c, _ in rows}
+
+
+@pytest.mark.parametrize(
+    ("query", "about_now"),
+    [
+        ("How many Korean restaurants have I tried in my city?", True),
+        ("How long have my parents been staying with me?", True),
+        ("Where does Alice live now?", True),
+        ("What book is Jon currently reading?", True),
+        ("Where did Rachel move to after her recent relocation?", True),
+        ("小李现在住在哪里？", True),
+        ("小李养了几只猫？", True),
+        ("What did Alice cook for the team?", False),  # the past tense and no word of now
+        ("What does Melanie paint?", False),  # present tense alone: what was said, whenever
+        ("What was my previous personal best?", False),
+        ("How many restaurants had I tried before the move?", False),
+        ("How often do I play tennis now, and how often previously?", False),  # a word of the past wins
+        ("小李以前住在哪里？", False),
+        ("小李去年养了什么？", False),
+    ],
+)
+def test_a_question_about_now_is_told_by_its_words(query, about_now):
+    assert asks_about_now(query) is about_now
+
+
+def _found(score: float, day: int) -> dict:
+    return {"id": f"{score}-{day}", "score": score, "timestamp": datetime(2025, 1, day, tzinfo=UTC).isoformat()}
+
+
+def test_newest_first_lifts_a_newer_memory_within_the_band_only():
+    old, newer, far_below = _found(1.0, 1), _found(0.95, 10), _found(0.5, 20)
+    assert newest_first([old, newer, far_below], 0.93) == [newer, old, far_below]
+    assert newest_first([old, newer, far_below], 0.96) == [old, newer, far_below]
+    top, older = _found(1.0, 10), _found(0.99, 1)
+    assert newest_first([top, older], 0.5) == [top, older]  # an older memory is never lifted
+    # A chain: each newer within the band of the one it follows takes its place.
+    a, b, c = _found(1.0, 1), _found(0.96, 5), _found(0.94, 9)
+    assert newest_first([a, b, c], 0.93) == [c, b, a]
+
+
+def test_a_question_about_now_finds_the_newer_of_two_counts_first(client, database_url):
+    """The user said a count twice; asked how many now, the later count comes first, where the earlier stood (it
+    ranks first by words alone, as time_aware=false shows). A question about the past keeps the search's order."""
+    embedder = client.app.state.runtime.embedder
+    said = [
+        ("I have tried three Korean restaurants in my city.", 160),
+        ("Update on the food front: four different Korean places tried in town so far.", 20),
+    ]
+    written = write(
+        database_url,
+        [memory(t, embedder.embed_sync([t])[0], timestamp=TODAY - timedelta(days=d)) for t, d in said],
+    )
+    earlier, later = (row["id"] for row in written)
+    query = "How many Korean restaurants have I tried in my city?"
+    plain = ask(client, query, time_aware=False)
+    assert [m["id"] for m in plain["memories"]] == [earlier, later]
+    assert [m["id"] for m in ask(client, query)["memories"]] == [later, earlier]
+    past = ask(client, "How many Korean restaurants had I tried in my city before?")
+    assert [m["id"] for m in past["memories"]] == [earlier, later]

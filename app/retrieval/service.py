@@ -29,10 +29,11 @@ from app.retrieval.schemas import (
     RetrieveLightweightResult,
     ScopedSearchRequest,
 )
-from app.retrieval.time_aware import fit_filters, query_window, time_factor
+from app.retrieval.time_aware import fit_filters, newest_first, query_window, time_factor
 from app.runtime import Runtime
 from app.settings import Settings
 from app.text.cpu import run_off_loop
+from app.text.now_questions import asks_about_now
 from app.text.time_expressions import TimeWindow
 from app.text.timeparse import EARLIEST, LATEST, day_end
 from app.text.tokenize import search_tokens
@@ -303,18 +304,19 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         )
         filters = fit_filters(filters, window, "time_range_days" in request.model_fields_set)
         boosting = window is not None and not window.plain_filter
+        about_now = request.time_aware and window is None and asks_about_now(query)
+        top_k = request.top_k
+        if boosting:  # a boost can lift a memory from below the top_k: rank a full candidate list, then cut
+            top_k = max(top_k, runtime.settings.rrf_candidates)
+        elif about_now:  # a newer memory just below the top_k may take an older one's place
+            top_k = max(top_k, min(2 * top_k, runtime.settings.rrf_candidates))
         found = await search(
-            runtime,
-            query=query,
-            filters=filters,
-            # A boost can lift a memory from below the top_k: rank a full candidate list, then cut.
-            top_k=max(request.top_k, runtime.settings.rrf_candidates) if boosting else request.top_k,
-            mode=mode,
-            radius=request.radius,
-            inputs=inputs,
+            runtime, query=query, filters=filters, top_k=top_k, mode=mode, radius=request.radius, inputs=inputs
         )
         if boosting:
             found.memories = _boosted(found.memories, window, runtime.settings.time_boost)[: request.top_k]
+        elif about_now:
+            found.memories = newest_first(found.memories, runtime.settings.now_band)[: request.top_k]
         if len(found.memories) < request.top_k:
             found.hidden = await hidden(runtime, filters, radius=request.radius, found=found)
     if request.explain and request.data_source != "profile":

@@ -7,7 +7,9 @@ Shared by lightweight retrieval and agentic retrieval (request flag ``time_aware
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import UTC, date, datetime, tzinfo
+from operator import itemgetter
 
 from app.conversation_meta import service as conversation_meta
 from app.retrieval.repository import SearchFilters
@@ -95,3 +97,23 @@ def _day_in(timestamp: str, zone: tzinfo) -> date:
         return datetime.fromisoformat(timestamp).astimezone(zone).date()
     except (ValueError, OverflowError):  # naive, or at the calendar's edge: its own day
         return date.fromisoformat(timestamp[:10])
+
+
+def newest_first(memories: list[dict], band: float, key: Callable[[dict], float] = itemgetter("score")) -> list[dict]:
+    """For a question about now (``app.text.now_questions``): of two memories the search found about equally well
+    (the newer's score at least ``band`` times the older's), the newer ranks first, where the older stood; a count,
+    a duration or a place said again later is likelier what is true now. Otherwise the search's order is kept.
+
+    Each memory's key is its score, lifted to the key of any older memory ranked above it within the band; ties go
+    to the newer. ``memories`` come in the order ``key`` gives them (n at most ``rrf_candidates``: n² comparisons)."""
+    times = [datetime.fromisoformat(str(memory["timestamp"])) for memory in memories]
+    scores = [float(key(memory)) for memory in memories]
+    keys: list[float] = []
+    for n, (when, score) in enumerate(zip(times, scores, strict=True)):
+        key = score
+        for m in range(n):
+            if times[m] < when and score >= band * scores[m]:
+                key = max(key, keys[m])
+        keys.append(key)
+    order = sorted(range(len(memories)), key=lambda i: (-keys[i], -times[i].timestamp(), i))
+    return [memories[i] for i in order]
