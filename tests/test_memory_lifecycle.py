@@ -325,3 +325,56 @@ def test_with_an_llm_each_new_fact_is_reconciled_and_a_bad_answer_changes_nothin
         assert answers == []
         # One call per new fact that had an earlier memory alike: the second and the third session's.
         assert sum("NEW fact" in r.prompt for r in fake_llm.chat_requests) == 2
+
+
+def test_a_supersede_the_model_answers_for_someone_elses_change_or_a_restatement_is_checked(
+    settings, database_url, fake_llm
+):
+    """A small model answers supersede for nearly anything (tests/test_real_llm.py): a fact about the person's sister
+    supersedes nothing (recorded as rejected), and the same value said again is a restatement of the earlier
+    memory (it gains the source), not a newer value."""
+    sessions = [
+        ("2026-01-10T09:00:00Z", "m1", "I live in Paris, near the canal.", "Alice lives in Paris near the canal."),
+        ("2026-06-10T09:00:00Z", "m2", "My sister moved to Berlin.", "Alice's sister moved to Berlin, near the canal."),
+        ("2026-07-10T09:00:00Z", "m3", "Still in Paris by the canal!", "Alice still lives in Paris near the canal."),
+    ]
+    answers = [
+        {"reasoning": "moved", "decision": "supersede", "memory": 1},
+        {"reasoning": "lives", "decision": "supersede", "memory": 1},
+    ]
+
+    def route(body: dict) -> dict | None:
+        prompt = "\n".join(str(m.get("content")) for m in body["messages"])
+        if "NEW fact" in prompt:
+            return answers.pop(0)
+        if '"should_end"' in prompt:
+            return {"should_end": False, "reasoning": "same", "topic_summary": "home"}
+        if '"event_log"' in prompt:
+            when, source, _, fact = next(s for s in reversed(sessions) if s[2] in prompt)
+            return _llm_extraction(fact, source)
+        if '"profiles"' in prompt:
+            return {"profiles": [{"user_id": "alice", "profile": {"name": "Alice"}}]}
+        return None
+
+    fake_llm.handler = route
+    llm = {"llm_api_key": "k", "llm_base_url": fake_llm.base_url, "llm_model": "m", "llm_max_retries": 0}
+    with app_client(settings, **llm) as client:
+        for when, source, text, _ in sessions:
+            body = {"message_id": source, "create_time": when, "sender": "alice", "content": text, "group_id": source}
+            assert client.post(MEMORIZE, json=body).status_code == 200
+            assert client.post(FLUSH, json={"group_id": source}).json()["result"]["status_info"] == "extracted"
+        facts = rows(
+            database_url,
+            "SELECT id, status, source_message_ids FROM memories WHERE memory_type = 'event_log' "
+            "AND metadata->>'extraction' = 'llm' ORDER BY timestamp",
+        )
+        # The restatement is not stored again: the Paris memory gains its source.
+        assert answers == [] and [f["status"] for f in facts] == ["current", "current"]
+        assert [f["source_message_ids"] for f in facts] == [["m1", "m3"], ["m2"]]
+        paris, sister = (str(f["id"]) for f in facts)
+        rejected = client.get(f"{MEMORIES}/{sister}/history").json()["result"]["events"]
+        assert [e["event"] for e in rejected] == ["formed", "rejected"]
+        assert "someone of the person's circle" in rejected[1]["details"]["error"]
+        events = client.get(f"{MEMORIES}/{paris}/history").json()["result"]["events"]
+        assert [e["event"] for e in events] == ["formed", "restated"]
+        assert "said again" in events[1]["details"]["overruled"] and events[1]["details"]["new_sources"] == ["m3"]

@@ -11,19 +11,24 @@ once, a real judgement, a real tool call before an answer), not that its memorie
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 from litestar.testing import TestClient
 
+from app.formation import reconciliation
+from app.formation.memcell import Draft
 from app.http.app import create_app
 from app.providers import local_model
+from app.providers.llm import LLMClient
 from app.settings import Settings
 from tests.conftest import free_port, process_env
 from tests.formation_helpers import FLUSH, MEMORIZE, assert_each_message_in_one_memcell, message, rows
@@ -257,3 +262,60 @@ def test_compression_writes_a_real_summary(llm_api: TestClient):
     summary = snapshot.split("\n", 1)[1]
     assert len(summary.split()) >= 5 and summary not in {m["content"] for m in history}
     assert any(word in summary.lower() for word in ("ana", "sister", "peanut", "lisbon")), summary
+
+
+EARLIER = [  # Alice's current memories, nearest first, as formation's candidate read gives them
+    "Alice lives in Paris.",
+    "Alice has a cat called Felix.",
+    "Alice works as a nurse at the city hospital.",
+]
+
+
+def _candidates() -> list[dict]:
+    from uuid import uuid4
+
+    january = datetime(2026, 1, 12, 9, tzinfo=UTC)
+    return [
+        {"id": uuid4(), "content": text, "timestamp": january, "cosine": 0.6 - n / 10} for n, text in enumerate(EARLIER)
+    ]
+
+
+def _reconcile(settings: Settings, llama_url: str, fact: str) -> reconciliation.Verdict:
+    """One reconciliation call to the real model, as formation's worker makes it."""
+    llm = LLMClient.from_settings(
+        settings.model_copy(
+            update={
+                "llm_base_url": llama_url,
+                "llm_model": local_model.MODEL_ALIAS,
+                "llm_api_key": None,
+                "llm_timeout_s": 300.0,
+                "llm_max_tokens": 256,
+                "llm_max_retries": 0,
+            }
+        )
+    )
+    june = datetime(2026, 6, 15, 19, tzinfo=UTC)
+    draft = Draft("semantic_memory", fact, june, ["m9"], user_id="alice", metadata={"extraction": "llm"})
+    return asyncio.run(reconciliation.verdict(llm, draft, _candidates()))
+
+
+def test_reconciliation_with_the_real_model_supersedes_a_move(settings: Settings, llama_url: str):
+    """A move: the model's answer, schema-constrained, names the earlier residence (memory 1) as superseded."""
+    found = _reconcile(settings, llama_url, "Alice moved to Berlin last month and lives there now.")
+    assert found.error is None, found
+    assert (found.decision, found.chosen["content"]) == ("supersede", "Alice lives in Paris."), found.answer
+
+
+def test_reconciliation_with_the_real_model_keeps_someone_elses_change(settings: Settings, llama_url: str):
+    """Somebody else's move supersedes nothing of Alice's (the model answered supersede here before its prompt had
+    examples, and may still: formation's check of its answer then keeps it, recorded as rejected)."""
+    found = _reconcile(settings, llama_url, "Alice's sister Clara moved to Berlin last month.")
+    assert found.decision == "keep" and found.chosen is None, found.answer
+
+
+def test_reconciliation_with_the_real_model_recognises_a_restatement(settings: Settings, llama_url: str):
+    """The same fact said again is not a newer value: nothing is superseded (the model's keep or duplicate, or its
+    supersede taken as a duplicate by formation's check)."""
+    found = _reconcile(settings, llama_url, "Alice still lives in Paris.")
+    assert found.error is None, found
+    assert found.decision != "supersede", found.answer

@@ -90,14 +90,20 @@ MESSAGES_HEADER = {"en": "Messages:", "zh": "消息："}
 PREVIOUS_PROFILES_HEADER = {"en": "Previous profiles:", "zh": "之前的画像："}
 
 RECONCILIATION = (
-    "You keep a person's long-term memory true. You are given a NEW fact about a person and EARLIER memories "
-    "about the same person, numbered. Decide one of:\n"
-    '- "supersede": the new fact states a newer value of something an earlier memory states about the same '
-    "person (they moved, changed jobs, a pet died and another came, a new partner, a new diet…); give that "
-    "memory's number;\n"
-    '- "duplicate": the new fact says what an earlier memory already says; give its number;\n'
-    '- "keep": anything else: the new fact adds something, is about someone else, or does not contradict.\n'
-    "When in doubt, answer keep. Answer as JSON: "
-    '{"reasoning": "...", "decision": "keep" | "supersede" | "duplicate", "memory": <number or null>}.'
+    "You keep a person's long-term memory true. You are given a NEW fact and EARLIER memories about a person, "
+    "numbered.\n"
+    'Answer "supersede" ONLY when the NEW fact gives a DIFFERENT value of the SAME property of the SAME person as '
+    "one earlier memory, so that memory is no longer true (the person moved to another city, changed jobs, their "
+    "pet died and another came, a new partner, a new diet). Give that memory's number.\n"
+    'Answer "duplicate" when the NEW fact says what an earlier memory says (the same value again); give its number.\n'
+    'Answer "keep" in every other case: the NEW fact adds something, is about another property, or is about '
+    "someone else (a sister, a friend, a colleague). When in doubt, answer keep.\n"
+    "Examples:\n"
+    "EARLIER 1. Bob lives in Rome. NEW: Bob moved to Oslo. -> supersede 1\n"
+    "EARLIER 1. Bob lives in Rome. NEW: Bob's brother moved to Oslo. -> keep\n"
+    "EARLIER 1. Bob lives in Rome. NEW: Bob still lives in Rome. -> duplicate 1\n"
+    "EARLIER 1. Bob lives in Rome. 2. Bob is a baker. NEW: Bob started learning the piano. -> keep\n"
+    "EARLIER 1. Bob lives in Rome. 2. Bob is a baker. NEW: Bob now works as a pilot. -> supersede 2\n"
+    'Answer as JSON: {"reasoning": "...", "decision": "keep" | "supersede" | "duplicate", "memory": <number or null>}.'
 )
 RECONCILIATION_INPUT = "NEW fact ({when}): {fact}\n\nEARLIER memories:\n{earlier}"

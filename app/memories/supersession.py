@@ -110,6 +110,8 @@ async def apply_verdicts(
         new = saved.get(id(verdict.draft))
         chosen = verdict.chosen
         details = {"rule": "llm", "reasoning": verdict.reasoning, "answer": verdict.answer}
+        if verdict.overruled:
+            details["overruled"] = verdict.overruled
         if verdict.error is not None:
             if new is not None:
                 details.update(error=verdict.error, candidates=[str(c["id"]) for c in verdict.candidates])
