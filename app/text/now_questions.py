@@ -21,7 +21,7 @@ _NOW_WORDS = re.compile(
 )
 _PAST_WORDS = re.compile(
     r"\b(previous|previously|used to|formerly|originally|at first|first time|in the beginning|back then|before|"
-    r"earlier|ago|once)\b",
+    r"earlier|ago|once|in the past)\b",
     re.IGNORECASE,
 )
 _AMOUNT = re.compile(r"\bhow (many|much|long|often)\b", re.IGNORECASE)
