@@ -165,3 +165,15 @@ def test_the_scope_look_up_is_planned_for_its_values_however_often_it_runs(memor
     answers, (generic, custom) = asyncio.run(plans())
     assert answers == [(True, True)] * 12  # "travel" holds both languages, a few memories: BM25 exact within it
     assert (generic, custom) == (0, 12 - PREPARE_THRESHOLD)
+
+
+@pytest.mark.parametrize("mode", ["embedding", "rrf", "bm25"])
+@pytest.mark.parametrize(("question", "expected"), PAIRS)
+def test_top_k_one_answers_the_first_of_top_k_ten(memorized_in_two_languages, question, expected, mode):
+    """Every leg ranks a candidate pool of its own depth, whatever top_k: the one memory of top_k 1 is the first of
+    top_k 10 (with a pool of top_k, the main and the cross-lingual vector's single candidates tied)."""
+    client, _ = memorized_in_two_languages
+    body = {"query": question, "group_id": "travel", "data_source": "event_log", "retrieval_mode": mode}
+    first = [m["id"] for m in client.post(URL, json={**body, "top_k": 10}).json()["result"]["memories"]]
+    one = [m["id"] for m in client.post(URL, json={**body, "top_k": 1}).json()["result"]["memories"]]
+    assert one == first[:1]

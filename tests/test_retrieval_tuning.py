@@ -21,8 +21,9 @@ def test_rrf_legs_bring_at_least_twice_top_k() -> None:
     assert tuning_for(settings, "rrf", 20).leg_limit == 100
     deep = tuning_for(settings, "rrf", 100)
     assert deep.leg_limit == 200 and deep.ef_search == 200  # the HNSW candidate list follows the LIMIT
-    assert tuning_for(settings, "embedding", 100).leg_limit == 100  # one leg: no fusion to feed
-    assert tuning_for(settings, "bm25", 7).leg_limit == 7
+    # One leg too: a pool of its own, whatever top_k (the vector leg ranks main and cross-lingual candidates by
+    # their standing among it).
+    assert tuning_for(settings, "embedding", 1).leg_limit == 100 and tuning_for(settings, "bm25", 7).leg_limit == 100
     assert tuning_for(Settings(rrf_candidates=1500), "rrf", 100).ef_search == 1000  # pgvector's upper bound
 
 

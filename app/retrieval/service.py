@@ -39,7 +39,7 @@ from app.text.timeparse import EARLIEST, LATEST, day_end
 from app.text.tokenize import search_tokens
 
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
-RRF_DEPTH = 2  # each rrf leg brings at least this many times top_k candidates
+RRF_DEPTH = 2  # each leg ranks at least this many times top_k candidates
 PENDING_SEARCHED_WITH = ("episode", "event_log")
 """The memory types a message not yet formed stands in for: what it will surely become."""
 ALL_TIME_DAYS = 36500
@@ -132,11 +132,12 @@ def filters_for(
 
 
 def tuning_for(settings: Settings, mode: str, top_k: int, query: str = "") -> SearchTuning:
-    """Each leg contributes ``rrf_candidates`` rows to the fusion, and at least twice top_k: a memory just
-    outside one leg's top_k but high in the other must still reach the fusion. A single leg takes top_k.
-    ef_search is sized to the leg's LIMIT so the filtered iterative scan can fill it. An assistant's turn weighs
-    as ``speaker.assistant_weight`` says for ``query``."""
-    leg_limit = max(settings.rrf_candidates, RRF_DEPTH * top_k) if mode == "rrf" else top_k
+    """Each leg ranks ``rrf_candidates`` candidates, and at least twice top_k, in every mode: a memory just outside
+    one leg's top_k but high in the other must still reach the fusion, and the vector leg ranks its main and its
+    cross-lingual candidates by their standing among a pool that top_k must not change (``top_k: 1`` answers the
+    first of ``top_k: 10``). ef_search is sized to the leg's LIMIT so the filtered iterative scan can fill it. An
+    assistant's turn weighs as ``speaker.assistant_weight`` says for ``query``."""
+    leg_limit = max(settings.rrf_candidates, RRF_DEPTH * top_k)
     return SearchTuning(
         leg_limit=leg_limit,
         ef_search=min(max(settings.hnsw_ef_search, leg_limit), MAX_EF_SEARCH),
