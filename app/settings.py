@@ -243,6 +243,9 @@ class Settings(BaseSettings):
     """For a question about the present ("How many … have I …", "… now?", 现在…; ``time_aware``), of two memories
     found about equally well, the newer ranks first when its score is at least this fraction of the older's: a
     count or a state said again later is likelier true now (app/retrieval/time_aware.py). 1: only exact ties."""
+    now_alike: float = Field(default=0.35, ge=-1, le=1)
+    """The cosine of two memories' stored vectors at or above which ``now_band`` lets the newer take the older's place:
+    they are about the same thing (a new count of the same things), not merely both found."""
     memory_type_weights: dict[str, float] = {
         "semantic_memory": 2.0,
         "profile": 1.2,

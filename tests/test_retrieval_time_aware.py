@@ -150,6 +150,10 @@ def test_newest_first_lifts_a_newer_memory_within_the_band_only():
     # A chain: each newer within the band of the one it follows takes its place.
     a, b, c = _found(1.0, 1), _found(0.96, 5), _found(0.94, 9)
     assert newest_first([a, b, c], 0.93) == [c, b, a]
+    # Only over an older memory alike (about the same thing): an unrelated newer one keeps its place.
+    assert newest_first(
+        [a, b, c], 0.93, alike=lambda newer, older: {newer["id"], older["id"]} == {a["id"], c["id"]}
+    ) == [c, a, b]
 
 
 def test_a_question_about_now_finds_the_newer_of_two_counts_first(client, database_url):
@@ -171,3 +175,22 @@ def test_a_question_about_now_finds_the_newer_of_two_counts_first(client, databa
     assert [m["id"] for m in ask(client, query)["memories"]] == [later, earlier]
     past = ask(client, "How many Korean restaurants had I tried in my city before?")
     assert [m["id"] for m in past["memories"]] == [earlier, later]
+
+
+def test_a_newer_memory_about_something_else_keeps_its_place(client, database_url):
+    """Found about as well but about another thing (its vector unlike the older one's): not lifted."""
+    embedder = client.app.state.runtime.embedder
+    said = [
+        ("I have read three novels by Elena Ferrante so far this year.", 160),
+        ("I moved to Berlin and adopted a dog; so far the flat is great.", 20),
+    ]
+    written = write(
+        database_url,
+        [memory(t, embedder.embed_sync([t])[0], timestamp=TODAY - timedelta(days=d)) for t, d in said],
+    )
+    earlier, unrelated = (row["id"] for row in written)
+    query = "How many novels by Elena Ferrante have I read so far?"
+    plain = ask(client, query, time_aware=False)["memories"]
+    assert [m["id"] for m in plain] == [earlier, unrelated]
+    assert plain[1]["score"] >= 0.93 * plain[0]["score"]  # within the band: only their unlikeness keeps the order
+    assert [m["id"] for m in ask(client, query)["memories"]] == [earlier, unrelated]

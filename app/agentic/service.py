@@ -28,7 +28,7 @@ from app.providers.llm_urls import pin_client_url
 from app.providers.rerank import HttpReranker, LLMReranker, NoReranker, Reranker, RerankError
 from app.retrieval import service as retrieval
 from app.retrieval.explain import explanation
-from app.retrieval.time_aware import fit_filters, newest_first, reference_day, rule_window
+from app.retrieval.time_aware import fit_filters, now_first, reference_day, rule_window
 from app.runtime import Runtime
 from app.settings import Settings
 from app.text.now_questions import asks_about_now
@@ -149,7 +149,7 @@ async def retrieve_agentic(runtime: Runtime, request: AgenticRequest) -> tuple[s
         log.warning("agentic retrieval fell back: %s", exc)
         state["fallback_reason"] = str(exc)
 
-    ranked = _ordered(apply_weights(best, window, runtime.settings), request, window, runtime.settings.now_band)
+    ranked = await _ordered(runtime, apply_weights(best, window, runtime.settings), request, window)
     rrf_k = runtime.settings.rrf_k
     final = [_public(memory, request.explain, rrf_k, reranker.name) for memory in ranked[: request.top_k]]
     total_ms = round((time.perf_counter() - started) * 1000, 2)
@@ -235,11 +235,13 @@ async def _rerank(reranker: Reranker, query: str, memories: list[dict]) -> list[
     return sorted(rescored, key=lambda memory: -memory["score"])
 
 
-def _ordered(weighted: list[dict], request: AgenticRequest, window: TimeWindow | None, now_band: float) -> list[dict]:
-    """A question about now with no time window of its own: the newer of two memories found about equally well
-    first, as lightweight retrieval orders them (``app.retrieval.time_aware.newest_first``)."""
+async def _ordered(
+    runtime: Runtime, weighted: list[dict], request: AgenticRequest, window: TimeWindow | None
+) -> list[dict]:
+    """A question about now with no time window of its own: the newer of two memories alike, found about equally
+    well, first, as lightweight retrieval orders them (``app.retrieval.time_aware.now_first``)."""
     if request.time_aware and window is None and asks_about_now(request.query):
-        return newest_first(weighted, now_band, key=lambda memory: memory["score"] * memory["weight"])
+        return await now_first(runtime, weighted, key=lambda memory: memory["score"] * memory["weight"])
     return weighted
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.named_sql import query, statement
-from app.db.tables import profiles
+from app.db.tables import memories, profiles
 from app.formation.memcell import ASSISTANT_SENDERS
 
 
@@ -264,6 +264,15 @@ async def latest_profiles(conn: AsyncConnection, user_id: str, group_id: str | N
     )
     statement = select(latest).order_by(latest.c.created_at.desc())
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
+
+
+async def vectors(conn: AsyncConnection, tenant: str, ids: list[str]) -> dict[str, Any]:
+    """The stored vectors of these memories (of the configured model or another), by id; messages not yet formed
+    have none here."""
+    found = select(memories.c.id, memories.c.embedding).where(
+        memories.c.tenant_id == tenant, memories.c.id.in_(ids), memories.c.embedding.is_not(None)
+    )
+    return {str(row.id): row.embedding for row in await conn.execute(found)}
 
 
 async def hidden_counts(

@@ -29,7 +29,7 @@ from app.retrieval.schemas import (
     RetrieveLightweightResult,
     ScopedSearchRequest,
 )
-from app.retrieval.time_aware import fit_filters, newest_first, query_window, time_factor
+from app.retrieval.time_aware import fit_filters, now_first, query_window, time_factor
 from app.runtime import Runtime
 from app.settings import Settings
 from app.text.cpu import run_off_loop
@@ -317,7 +317,7 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         if boosting:
             found.memories = _boosted(found.memories, window, runtime.settings.time_boost)[: request.top_k]
         elif about_now:
-            found.memories = newest_first(found.memories, runtime.settings.now_band)[: request.top_k]
+            found.memories = (await now_first(runtime, found.memories))[: request.top_k]
         if len(found.memories) < request.top_k:
             found.hidden = await hidden(runtime, filters, radius=request.radius, found=found)
     if request.explain and request.data_source != "profile":

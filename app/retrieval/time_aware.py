@@ -11,7 +11,10 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, tzinfo
 from operator import itemgetter
 
+import numpy as np
+
 from app.conversation_meta import service as conversation_meta
+from app.retrieval import repository
 from app.retrieval.repository import SearchFilters
 from app.runtime import Runtime
 from app.text.cpu import run_off_loop
@@ -99,21 +102,51 @@ def _day_in(timestamp: str, zone: tzinfo) -> date:
         return date.fromisoformat(timestamp[:10])
 
 
-def newest_first(memories: list[dict], band: float, key: Callable[[dict], float] = itemgetter("score")) -> list[dict]:
-    """For a question about now (``app.text.now_questions``): of two memories the search found about equally well
-    (the newer's score at least ``band`` times the older's), the newer ranks first, where the older stood; a count,
-    a duration or a place said again later is likelier what is true now. Otherwise the search's order is kept.
+def newest_first(
+    memories: list[dict],
+    band: float,
+    key: Callable[[dict], float] = itemgetter("score"),
+    alike: Callable[[dict, dict], bool] = lambda newer, older: True,
+) -> list[dict]:
+    """For a question about now (``app.text.now_questions``): of two memories alike (``alike``: about the same thing)
+    that the search found about equally well (the newer's score at least ``band`` times the older's), the newer ranks
+    first, where the older stood; a count, a duration or a place said again later is likelier what is true now.
+    Otherwise the search's order is kept.
 
-    Each memory's key is its score, lifted to the key of any older memory ranked above it within the band; ties go
-    to the newer. ``memories`` come in the order ``key`` gives them (n at most ``rrf_candidates``: n² comparisons)."""
+    Each memory's key is its score, lifted to the key of any older memory alike ranked above it within the band; ties
+    go to the newer. ``memories`` come in the order ``key`` gives them (n at most ``rrf_candidates``: n²
+    comparisons)."""
     times = [datetime.fromisoformat(str(memory["timestamp"])) for memory in memories]
     scores = [float(key(memory)) for memory in memories]
     keys: list[float] = []
     for n, (when, score) in enumerate(zip(times, scores, strict=True)):
-        key = score
+        lifted = score
         for m in range(n):
-            if times[m] < when and score >= band * scores[m]:
-                key = max(key, keys[m])
-        keys.append(key)
+            if times[m] < when and score >= band * scores[m] and keys[m] > lifted and alike(memories[n], memories[m]):
+                lifted = keys[m]
+        keys.append(lifted)
     order = sorted(range(len(memories)), key=lambda i: (-keys[i], -times[i].timestamp(), i))
     return [memories[i] for i in order]
+
+
+async def now_first(
+    runtime: Runtime, memories: list[dict], key: Callable[[dict], float] = itemgetter("score")
+) -> list[dict]:
+    """``newest_first`` for a question about now, two memories being alike when their stored vectors' cosine is at
+    least ``now_alike`` (a message not yet formed, which has none here, is alike to none)."""
+    settings = runtime.settings
+    if len(memories) < 2:
+        return memories
+    async with runtime.engine.connect() as conn:
+        stored = await repository.vectors(conn, runtime.tenant, [memory["id"] for memory in memories])
+    unit = {memory_id: vector / (np.linalg.norm(vector) or 1.0) for memory_id, vector in map(_array, stored.items())}
+
+    def alike(newer: dict, older: dict) -> bool:
+        a, b = unit.get(newer["id"]), unit.get(older["id"])
+        return a is not None and b is not None and len(a) == len(b) and float(a @ b) >= settings.now_alike
+
+    return newest_first(memories, settings.now_band, key, alike)
+
+
+def _array(item: tuple[str, object]) -> tuple[str, np.ndarray]:
+    return item[0], np.asarray(item[1], dtype=np.float32)
