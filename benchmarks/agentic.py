@@ -1,6 +1,6 @@
 """Agentic retrieval latency: where the time goes when the LLM answers after a fixed delay.
 
-    python benchmarks/agentic.py [--base-url URL] [--delay 0.3] [--queries 30] [--out DIR]
+    python -m benchmarks.agentic [--base-url URL] [--delay 0.3] [--queries 30] [--out DIR]
 
 Starts memsys on a fresh embedded database (unless --base-url), fills it through the public API with a
 synthetic conversation (offline formation), and starts an OpenAI-compatible test server on 127.0.0.1
@@ -23,10 +23,8 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.common import memsys_server, percentiles, print_table, save  # noqa: E402
-from tests.fake_llm import FakeLLM, Reply  # noqa: E402
+from benchmarks.common import memsys_server, percentiles, print_table, save
+from benchmarks.fake_llm import FakeLLM, Reply
 
 TOPICS = [
     ("release", "the release of version {n} moved to {day} because the payment tests failed"),

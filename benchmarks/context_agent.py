@@ -1,6 +1,6 @@
 """What context assembly (seed 002) and the retrieval agent (seed 003) add beyond the LLM.
 
-    python benchmarks/context_agent.py [--requests 40] [--delay 0] [--out DIR]
+    python -m benchmarks.context_agent [--requests 40] [--delay 0] [--out DIR]
 
 Starts memsys on a fresh embedded database with an OpenAI-compatible test server on 127.0.0.1 as its LLM
 (answering after ``--delay`` seconds), fills it through the public API with a synthetic conversation
@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.common import memsys_server, percentiles, print_table, save  # noqa: E402
-from tests.fake_llm import FakeLLM, Reply, tool_calls  # noqa: E402
+from benchmarks.common import memsys_server, percentiles, print_table, save
+from benchmarks.fake_llm import FakeLLM, Reply, tool_calls
 
 LINES = [
     "Alice loves Beijing roast duck and goes back every spring",

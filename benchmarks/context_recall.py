@@ -27,9 +27,6 @@ from pathlib import Path
 
 import httpx
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from benchmarks.common import RESULTS_DIR, memsys_server, print_table, save
 from benchmarks.locomo import CATEGORIES, Conversation, Turn, ingest, load_conversations
 from benchmarks.real_llm import DEFAULT_DATA, NO_LLM, code_snapshot, context_budgets, describe_code

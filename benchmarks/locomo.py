@@ -1,6 +1,6 @@
 """LoCoMo evidence recall: memsys driven through its public HTTP API, against raw-turn baselines.
 
-    python benchmarks/locomo.py --data ../shared/datasets/locomo/locomo-dev.json [--base-url URL] [--out DIR]
+    python -m benchmarks.locomo --data ../shared/datasets/locomo/locomo-dev.json [--base-url URL] [--out DIR]
         [--data-dir DIR [--skip-ingest]]
 
 Without ``--base-url`` a memsys of our own is started on a fresh embedded database (kept in ``--data-dir``;
@@ -26,9 +26,6 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import httpx
-
-if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``app`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import (
     RESULTS_DIR,

@@ -38,9 +38,6 @@ from pathlib import Path
 
 import httpx
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from benchmarks.common import (
     RESULTS_DIR,
     memsys_server,

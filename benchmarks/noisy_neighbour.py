@@ -30,9 +30,7 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.common import ROOT, memsys_server, percentiles, print_table, save  # noqa: E402
+from benchmarks.common import ROOT, memsys_server, percentiles, print_table, save
 
 SCENARIOS = ("quiet", "fan_out", "slow_bodies", "slow_llm", "mcp_flood")
 GOAL_RATIO = 2.0
@@ -203,7 +201,7 @@ async def _trickle(base_url: str, key: str, stop, statuses: collections.Counter)
 
 
 def slow_llm_server(delay_s: float):
-    from tests.fake_llm import FakeLLM, Reply
+    from benchmarks.fake_llm import FakeLLM, Reply
 
     fake = FakeLLM()
     fake.record = False

@@ -45,9 +45,6 @@ from pathlib import Path
 
 import httpx
 
-if __package__ in (None, ""):  # run as a script: make ``benchmarks`` and ``app`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from benchmarks.common import (
     RESULTS_DIR,
     ROOT,

@@ -1,7 +1,7 @@
 """What keys and row-level security cost per request: rrf retrieval on this code (with a key, RLS on) against
 the code before tenants (no key, no RLS), side by side in one run on the same data and queries.
 
-    python benchmarks/tenancy_cost.py [--baseline-ref 1ba65a0] [--groups 8] [--messages 60] [--rounds 40]
+    python -m benchmarks.tenancy_cost [--baseline-ref 1ba65a0] [--groups 8] [--messages 60] [--rounds 40]
 
 Checks the baseline out in a temporary git worktree, starts both as ``memsys serve`` on embedded databases
 of their own, fills both through the API with the same synthetic conversation (offline formation), then
@@ -22,10 +22,8 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.agentic import QUESTIONS, fill  # noqa: E402
-from benchmarks.common import ROOT, memsys_server, percentiles, print_table, save  # noqa: E402
+from benchmarks.agentic import QUESTIONS, fill
+from benchmarks.common import ROOT, memsys_server, percentiles, print_table, save
 
 BEFORE_TENANTS = "1ba65a0"  # the last commit before tenants, keys and row-level security
 

@@ -265,9 +265,9 @@ def server_process_factory(tmp_path: Path) -> Iterator:
 
 @pytest.fixture
 def fake_llm() -> Iterator:
-    """A scriptable OpenAI-compatible server on 127.0.0.1 (chat, embeddings, rerank); see tests/fake_llm.py.
+    """A scriptable OpenAI-compatible server on 127.0.0.1 (chat, embeddings, rerank); see benchmarks/fake_llm.py.
     Point ``llm_base_url`` (or ``embedding_base_url``) at ``fake_llm.base_url``."""
-    from tests.fake_llm import FakeLLM
+    from benchmarks.fake_llm import FakeLLM
 
     with FakeLLM() as server:
         yield server

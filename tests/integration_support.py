@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.fake_llm import FakeLLM
 from memsys import Memsys
 from tests.conftest import ServerProcess, empty_tables, process_env
-from tests.fake_llm import FakeLLM
 from tests.tenancy_support import bearer, create_key
 
 ROOT = Path(__file__).resolve().parent.parent

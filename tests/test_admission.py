@@ -196,7 +196,7 @@ def test_browser_checks(server, keys):
 
 def test_a_request_over_its_deadline_is_stopped(database_url, keys, server_process_factory, fake_llm):
     """An agentic call whose LLM answers after 10 s is stopped at the 2 s deadline; a quick search is not."""
-    from tests.fake_llm import Reply
+    from benchmarks.fake_llm import Reply
 
     env = {**process_env(database_url), **LIMITS, "MEMSYS_REQUEST_TIMEOUT_SECONDS": "2"}
     quick = server_process_factory({**env, "MEMSYS_LLM_ALLOW_PRIVATE_URLS": "true"})

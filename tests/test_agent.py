@@ -10,7 +10,7 @@ from litestar.testing import TestClient
 
 from app.http.app import create_app
 from app.settings import Settings
-from tests.fake_llm import FakeLLM, Reply, tool_calls
+from benchmarks.fake_llm import FakeLLM, Reply, tool_calls
 from tests.formation_helpers import rows
 from tests.retrieval_support import memory, write
 

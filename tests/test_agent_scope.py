@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 from app.agent.service import TOOL_CALLS_PER_STEP
 from app.http.app import create_app
 from app.settings import Settings
-from tests.fake_llm import FakeLLM, tool_calls
+from benchmarks.fake_llm import FakeLLM, tool_calls
 
 URL = "/api/v3/agentic/agent"
 QUESTION = [{"role": "user", "content": "What do you know about me?"}]

@@ -10,7 +10,7 @@ from litestar.testing import TestClient
 
 from app.http.app import create_app
 from app.settings import Settings
-from tests.fake_llm import Reply
+from benchmarks.fake_llm import Reply
 from tests.retrieval_support import memory, write
 
 # Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.

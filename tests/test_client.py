@@ -18,10 +18,10 @@ from pathlib import Path
 import pydantic
 import pytest
 
+from benchmarks.fake_llm import FakeLLM, tool_calls
 from memsys import AsyncMemsys, InvalidParameter, Memsys, NotFound, Unauthorized
 from memsys.models import ConversationMeta, MemorizeResult, RetrievedMemory
 from tests.conftest import ServerProcess
-from tests.fake_llm import FakeLLM, tool_calls
 from tests.integration_support import _empty_tables, acme, http, keys, server  # noqa: F401  (fixtures)
 from tests.tenancy_support import create_key
 

@@ -14,7 +14,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from tests.fake_llm import FakeLLM, Reply
+from benchmarks.fake_llm import FakeLLM, Reply
 from tests.formation_helpers import START, assert_each_message_in_one_memcell, rows, wait_for
 from tests.test_formation_llm import EXTRACTED, PROFILES, SAME_EPISODE
 

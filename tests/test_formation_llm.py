@@ -12,7 +12,7 @@ from litestar.testing import TestClient
 from prometheus_client import REGISTRY
 
 from app.settings import Settings
-from tests.fake_llm import FakeLLM, Reply
+from benchmarks.fake_llm import FakeLLM, Reply
 from tests.formation_helpers import (
     CONVERSATION,
     FLUSH,

@@ -2,7 +2,7 @@
 ``memsys serve``, with API keys of two tenants: ``MemsysStore`` puts, gets, searches and deletes items held in
 memsys; both ways round (stored through the store and found over plain HTTP, and memsys's own forget and
 export reaching the store's items); a graph whose chat node recalls and stores each turn, driven by the scripted
-OpenAI-compatible model (tests/fake_llm.py); sync and async; tenancy; errors; the docs page's example; and
+OpenAI-compatible model (benchmarks/fake_llm.py); sync and async; tenancy; errors; the docs page's example; and
 ``memsys`` importing without LangGraph."""
 
 # ruff: noqa: F811  (test arguments name the fixtures imported from tests.integration_support)
@@ -24,10 +24,10 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item
 from openai import OpenAI
 
+from benchmarks.fake_llm import FakeLLM
 from memsys import AsyncMemsys, InvalidParameter, Memsys, Unauthorized
 from memsys.integrations.langgraph import MemsysStore, item_group, item_of_group
 from tests.conftest import ServerProcess
-from tests.fake_llm import FakeLLM
 from tests.integration_support import _empty_tables, acme, http, keys, llm, server, wait_for_vectors  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.integrations  # pytest -m integrations (.ci/run); not in the default run

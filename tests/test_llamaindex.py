@@ -2,7 +2,7 @@
 real ``memsys serve``, with API keys of two tenants: the retriever returns memsys's hybrid retrieval as nodes
 with scores and metadata; the memory block recalls into ``Memory`` and memorizes what ``Memory`` flushes; both
 ways round (stored through LlamaIndex and found over plain HTTP, and the other way round); chat engines driven
-by the scripted OpenAI-compatible model (tests/fake_llm.py); sync and async; tenancy; errors; the docs page's
+by the scripted OpenAI-compatible model (benchmarks/fake_llm.py); sync and async; tenancy; errors; the docs page's
 examples; and ``memsys`` importing without LlamaIndex."""
 
 # ruff: noqa: F811  (test arguments name the fixtures imported from tests.integration_support)
@@ -45,7 +45,7 @@ V3 = "/api/v3/agentic"
 
 
 class ScriptedLLM(CustomLLM):
-    """A LlamaIndex chat model that asks an OpenAI-compatible server (here tests/fake_llm.py) through the
+    """A LlamaIndex chat model that asks an OpenAI-compatible server (here benchmarks/fake_llm.py) through the
     ``openai`` package: llama-index-llms-openai cannot be installed beside the openai memsys tests with."""
 
     base_url: str

@@ -17,7 +17,7 @@ from app.providers.llm import (
     LLMTimeout,
     parse_json_output,
 )
-from tests.fake_llm import FakeLLM, Reply
+from benchmarks.fake_llm import FakeLLM, Reply
 
 ASK = [{"role": "user", "content": "give me JSON"}]
 

@@ -23,8 +23,8 @@ from app.http.app import create_app
 from app.providers.llm import LLMBadOutput, LLMClient, LLMConfig, parse_json_output
 from app.providers.llm_json import MAX_DEPTH
 from app.settings import Settings
+from benchmarks.fake_llm import FakeLLM
 from tests.conftest import ServerProcess, process_env
-from tests.fake_llm import FakeLLM
 
 URL = "/api/v3/agentic/retrieve_agentic"
 ASK = [{"role": "user", "content": "give me JSON"}]

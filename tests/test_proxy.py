@@ -1,5 +1,5 @@
 """Issue 30: the OpenAI-compatible memory proxy, through a real ``memsys serve`` driven by the real ``openai``
-package, with the scripted OpenAI-compatible server (tests/fake_llm.py) as the upstream LLM. Two tenants with
+package, with the scripted OpenAI-compatible server (benchmarks/fake_llm.py) as the upstream LLM. Two tenants with
 their own keys; the server's upstream key must reach the upstream and nothing else."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import httpx
 import openai
 import pytest
 
+from benchmarks.fake_llm import CHAT, FakeLLM, Recorded, Reply
 from tests.conftest import ServerProcess, empty_tables, process_env
-from tests.fake_llm import CHAT, FakeLLM, Recorded, Reply
 from tests.tenancy_support import bearer, create_key
 from tests.test_typescript_client import built_client, doc_example, node_or_skip, run_node_example
 

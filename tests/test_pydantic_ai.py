@@ -1,5 +1,5 @@
 """The pydantic-ai integration (memsys.integrations.pydantic_ai) with the real ``pydantic-ai-slim`` from PyPI: an
-agent on a scripted OpenAI-compatible model (tests/fake_llm.py, chat completions with tool calls) calls the
+agent on a scripted OpenAI-compatible model (benchmarks/fake_llm.py, chat completions with tool calls) calls the
 memsys tools against a real ``memsys serve`` with API keys of two tenants. What the agent remembers is found
 over plain HTTP and what was stored over HTTP reaches the model through search; tenancy; memsys's refusals come
 back to the model as tool results; memsys's own MCP server through pydantic-ai's MCP client; the docs page's
@@ -24,10 +24,10 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from benchmarks.fake_llm import FakeLLM, tool_calls
 from memsys import AsyncMemsys, Memsys, Unauthorized
 from memsys.integrations.pydantic_ai import INSTRUCTIONS, MemsysToolset
 from tests.conftest import ServerProcess
-from tests.fake_llm import FakeLLM, tool_calls
 from tests.integration_support import _empty_tables, http, keys, server  # noqa: F401  (fixtures)
 from tests.tenancy_support import bearer
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.fake_llm import FakeLLM, tool_calls
 from tests.conftest import free_port
-from tests.fake_llm import FakeLLM, tool_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"<!-- walkthrough: (serve|serve-llm|client) -->\n```bash\n(.*?)```", re.S)

@@ -17,9 +17,9 @@ from app.errors import ConfigurationError
 from app.http.app import create_app
 from app.providers.embeddings import MultilingualUSEEmbedder
 from app.settings import Settings
+from benchmarks.fake_llm import fake_vector
 from tests.conftest import recreate_database
 from tests.conftest import run_memsys as memsys
-from tests.fake_llm import fake_vector
 from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, conversation
 from tests.tenancy_support import bearer, create_key
 

@@ -24,7 +24,7 @@ from app.db.embedded import postmaster_pid, stop_embedded
 from app.db.engine import PING_AFTER_IDLE_S, create_engine
 from app.http.app import create_app
 from app.settings import Settings
-from tests.fake_llm import FakeLLM, Reply
+from benchmarks.fake_llm import FakeLLM, Reply
 from tests.formation_helpers import rows, wait_for
 from tests.test_formation_concurrency import GROUP, body, llm_env, server_env
 from tests.test_formation_llm import EXTRACTED, PROFILES, SAME_EPISODE

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from benchmarks.fake_llm import EMBEDDINGS, FakeLLM, Reply
 from benchmarks.soak.load import Load
 from benchmarks.soak.memsys import Memsys, answer, garbage
-from tests.fake_llm import EMBEDDINGS, FakeLLM, Reply
 
 FAULTS = (
     "pg_fast",

@@ -35,14 +35,12 @@ from pathlib import Path
 import httpx
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from benchmarks.common import RESULTS_DIR, free_port, print_table, save  # noqa: E402
-from benchmarks.soak import checks  # noqa: E402
-from benchmarks.soak.faults import FAULTS, Faults, Injection  # noqa: E402
-from benchmarks.soak.load import GIVE_UP_S, Load, Tenant  # noqa: E402
-from benchmarks.soak.memsys import Memsys, answer, process_env  # noqa: E402
-from tests.fake_llm import FakeLLM  # noqa: E402
+from benchmarks.common import RESULTS_DIR, free_port, print_table, save
+from benchmarks.fake_llm import FakeLLM
+from benchmarks.soak import checks
+from benchmarks.soak.faults import FAULTS, Faults, Injection
+from benchmarks.soak.load import GIVE_UP_S, Load, Tenant
+from benchmarks.soak.memsys import Memsys, answer, process_env
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The memsys the soak benchmark drives, and the test servers beside it.
 
 ``memsys serve`` (``MEMSYS_WORKERS=0``) and ``memsys worker`` run as processes of their own on the embedded
-PostgreSQL in a data directory of the run; two OpenAI-compatible test servers (tests/fake_llm.py) on 127.0.0.1
+PostgreSQL in a data directory of the run; two OpenAI-compatible test servers (benchmarks/fake_llm.py) on 127.0.0.1
 stand in for the LLM and the embedder, so that each can fail alone. ``answer`` gives the LLM's replies:
 boundary judgements, extractions that keep every message's words (so that a tenant's marker reaches its
 memories), profiles, and the judgements of agentic retrieval.
@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.common import ROOT
-from tests.fake_llm import Reply
+from benchmarks.fake_llm import Reply
 
 MEMSYS = [sys.executable, "-m", "app.cli"]
 CALLER_ONLY = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")

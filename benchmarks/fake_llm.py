@@ -1,4 +1,4 @@
-"""A small OpenAI-compatible server for tests: the only stand-in for an LLM, embedding or rerank service.
+"""A small OpenAI-compatible server for tests and benchmarks: the only stand-in for an LLM, embedding or rerank service.
 
 It listens on 127.0.0.1 on a free port (``base_url`` ends in ``/v1``) and serves
 
