@@ -27,6 +27,7 @@
 --   \set leg_limit 100
 --   \set top_k 20
 --   \set rrf_k 60
+--   \set legs 2                                 -- the ranking legs that run: vector (an embedding), BM25 (tokens)
 --   \set assistant_weight 0.5
 --   \set outdated_weight 0.3                     -- a memory stating a fact a newer one outdated
 --   \set assistant_senders '''{"assistant","system","tool"}'''
@@ -416,13 +417,20 @@ bm25_leg AS (
 -- or of a sender whose conversation-meta role is assistant) weighs :assistant_weight: what a user said about
 -- their life outranks a long reply that shares its words. Ranked before the memories' content is read back,
 -- so only top_k rows are fetched whole.
--- Materialized, so that id is a plain column to look memories up by: row-level security lets an index be used
--- only with a condition it knows cannot leak, and coalesce(v.id, k.id) is not one of those.
+-- Reciprocal rank fusion over the legs: each leg's rows as (id, its own figures, rank), one UNION ALL branch per leg,
+-- and every memory's 1/(:rrf_k + rank) summed over the legs that found it. A leg that does not run is an empty
+-- stand-in (no_vector_leg, no_bm25_leg); :legs counts those that run, for the score's scale. Materialized, so that
+-- id is a plain column to look memories up by (row-level security lets an index be used only with a condition it
+-- knows cannot leak).
 fused AS MATERIALIZED (
-    SELECT coalesce(v.id, k.id) AS id, v.cosine, v.rank AS vector_rank, k.bm25, k.rank AS bm25_rank,
-           coalesce(1.0 / (:rrf_k + v.rank), 0) + coalesce(1.0 / (:rrf_k + k.rank), 0) AS rrf
-    FROM vector_leg v
-    FULL OUTER JOIN bm25_leg k ON k.id = v.id
+    SELECT id, max(cosine) AS cosine, max(vector_rank) AS vector_rank, max(bm25) AS bm25, max(bm25_rank) AS bm25_rank,
+           sum(1.0 / (:rrf_k + rank)) AS rrf
+    FROM (SELECT id, cosine, rank AS vector_rank, CAST(NULL AS float8) AS bm25, CAST(NULL AS bigint) AS bm25_rank, rank
+          FROM vector_leg
+          UNION ALL
+          SELECT id, NULL, NULL, bm25, rank, rank
+          FROM bm25_leg) legs
+    GROUP BY id
 ),
 -- A memory that still states a fact a newer memory outdated (it says more than that fact, so it stayed current:
 -- app/memories/supersession.py) weighs :outdated_weight: what is true now outranks what was.
@@ -442,6 +450,10 @@ weighted AS (
     ) w
     ORDER BY weighted_rrf DESC, id
     LIMIT :top_k
+),
+-- The fused score of a memory ranked first by every leg that runs: rrf mode's score is the fused score over it.
+rrf_best AS (
+    SELECT CAST(greatest(:legs, 1) AS float8) / (:rrf_k + 1) AS best
 )
 SELECT
     f.id, coalesce(m.memory_type, 'message') AS memory_type,
@@ -455,8 +467,9 @@ SELECT
     coalesce(m.metadata, jsonb_build_object('formed', false, 'sender_name', p.sender_name,
                                            'group_name', p.group_name)) AS metadata,
     f.cosine, f.vector_rank, f.bm25, f.bm25_rank, f.rrf, f.weight AS speaker_weight, f.fact_weight,
+    (SELECT best FROM rrf_best) AS rrf_best,
     f.weight * f.fact_weight * CASE CAST(:retrieval_mode AS text)
-        WHEN 'rrf' THEN f.rrf / (2.0 / (:rrf_k + 1))
+        WHEN 'rrf' THEN f.rrf / (SELECT best FROM rrf_best)
         WHEN 'embedding' THEN greatest(f.cosine, 0)
         ELSE f.bm25 / (SELECT max_score FROM bm25_query)
     END AS score,

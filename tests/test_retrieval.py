@@ -141,6 +141,18 @@ def test_rrf_score_is_one_for_a_memory_first_in_both_legs(client, corpus):
     assert top["score"] == pytest.approx(1.0)
 
 
+def test_rrf_score_is_scaled_by_the_legs_that_run(client, corpus):
+    """A query of no searchable word runs the vector leg alone: its first memory scores 1, as one first in both legs
+    does when both run, and explain's best possible is one leg's."""
+    result = retrieve(client, query="What is it?", explain=True)
+    assert result["metadata"]["bm25_count"] == 0 and result["metadata"]["emb_count"] > 0
+    top = result["memories"][0]
+    assert top["score"] == pytest.approx(1.0) and top["explain"]["bm25"] is None
+    assert top["explain"]["rrf"]["best_possible"] == pytest.approx(1 / 61) == top["explain"]["rrf"]["sum"]
+    both = retrieve(client, query="Bob hiking mountains weekends", explain=True)["memories"][0]["explain"]
+    assert both["rrf"]["best_possible"] == pytest.approx(2 / 61)
+
+
 def test_data_source_selects_the_memory_type_and_memcell_is_episode(client, database_url, embed, corpus):
     text = "Alice's release date for the project is March 3"
     write(database_url, [memory(text, embed(text), memory_type="event_log")])
@@ -277,7 +289,7 @@ def test_explain_gives_each_legs_rank_score_and_rrf_contribution(client, corpus,
         assert explained["vector"]["distance"] == pytest.approx(1 - cosine, abs=1e-4)
         legs = [explained[leg]["rrf_contribution"] for leg in ("vector", "bm25") if explained[leg]]
         assert explained["rrf"]["sum"] == pytest.approx(sum(legs))
-        assert item["score"] == pytest.approx(explained["rrf"]["sum"] / (2 / 61), abs=1e-5)
+        assert item["score"] == pytest.approx(explained["rrf"]["sum"] / explained["rrf"]["best_possible"], abs=1e-5)
         assert explained["weights"] == {"time": 1.0, "type": 1.0, "product": 1.0}
     # A memory without any query term is not in the BM25 leg: its contribution is null, not 0 with a rank.
     assert any(item["explain"]["bm25"] is None for item in by_rank)

@@ -19,7 +19,7 @@ def explanation(memory: dict[str, Any], *, mode: str, rrf_k: int, reranker: str 
         "mode": mode,
         "vector": _leg(memory.get("vector_rank"), rrf_k, cosine=memory.get("cosine")),
         "bm25": _leg(memory.get("bm25_rank"), rrf_k, bm25=memory.get("bm25")),
-        "rrf": {"k": rrf_k, "sum": _float(memory.get("rrf")), "best_possible": _float(2.0 / (rrf_k + 1))},
+        "rrf": {"k": rrf_k, "sum": _float(memory.get("rrf")), "best_possible": _float(memory.get("rrf_best"))},
         "speaker_weight": _float(memory.get("speaker_weight", 1.0)),
         "fact_weight": _float(memory.get("fact_weight", 1.0)),
         "retrieval_score": _float(memory.get("retrieval_score", memory.get("score"))),

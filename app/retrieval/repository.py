@@ -105,6 +105,8 @@ def search_parameters(
         "leg_limit": tuning.leg_limit,
         "top_k": top_k,
         "rrf_k": tuning.rrf_k,
+        # The ranking legs that run (``sections``): rrf's score is the fused score over what all of them agreeing gives.
+        "legs": int(query_vector is not None) + int(bool(query_tokens)),
         "assistant_weight": tuning.assistant_weight,
         "outdated_weight": tuning.outdated_weight,
         "assistant_senders": list(ASSISTANT_SENDERS),

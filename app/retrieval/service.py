@@ -464,6 +464,7 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
         "vector_rank": row["vector_rank"],
         "bm25_rank": row["bm25_rank"],
         "rrf": float(row["rrf"]),
+        "rrf_best": float(row["rrf_best"]),
         "speaker_weight": float(row["speaker_weight"]),
         "fact_weight": float(row["fact_weight"]),
     }
