@@ -3,7 +3,7 @@ the turns beside a message are cut to their nearest part."""
 
 from __future__ import annotations
 
-from app.formation.memcell import (
+from app.text.memory_text import (
     NEIGHBOUR_CHARS,
     XL_TEXT_CHARS,
     embedding_text,

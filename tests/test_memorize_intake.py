@@ -176,7 +176,7 @@ def test_formation_keeps_the_intake_vector_of_an_entry_made_from_the_same_text(
     import json
     from datetime import timedelta
 
-    from app.formation.memcell import embedding_text, entry_text, message_text
+    from app.text.memory_text import embedding_text, entry_text, message_text
     from benchmarks.fake_llm import EMBEDDINGS, fake_vector
     from tests.formation_helpers import FLUSH, START, app_client, conversation, message, rows, wait_for
 

@@ -21,8 +21,8 @@ from app.db.tables import (
     messages,
     profiles,
 )
-from app.formation.memcell import ASSISTANT_SENDERS
 from app.memorize.repository import memcells_of_sender
+from app.text.memory_text import ASSISTANT_SENDERS
 
 
 def personal_conversation(user_id: str) -> str:

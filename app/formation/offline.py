@@ -21,7 +21,8 @@ from typing import Any
 
 from app.formation import facts, profiles
 from app.formation.language import day_text
-from app.formation.memcell import Context, Draft, Extraction, MemCell, message_text
+from app.formation.memcell import Context, Draft, Extraction, MemCell
+from app.text.memory_text import message_text
 
 TITLE_KEYWORDS = 3
 OPENING_CHARS = 120

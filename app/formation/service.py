@@ -34,7 +34,7 @@ from app.errors import MemsysError, ServiceUnavailable
 from app.formation import boundary, llm_extraction, offline, profiles, reconciliation, tasks
 from app.formation import repository as repo
 from app.formation.language import detect_language
-from app.formation.memcell import Context, Draft, Extraction, MemCell, text_md5
+from app.formation.memcell import Context, Draft, Extraction, MemCell
 from app.formation.streams import Stream
 from app.memories import history, supersession
 from app.memories import repository as memories_repo
@@ -43,6 +43,7 @@ from app.memories.repository import NewMemory, by_memcell, insert_memories
 from app.observability import metrics
 from app.providers.embeddings import drafts_are_memories
 from app.providers.llm import LLMClient, LLMError
+from app.text.memory_text import text_md5
 from app.text.tokens import count_tokens
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 Every vector is stored with its model's name (``memories.embedding_model``) and retrieval compares a query
 only with vectors of its own model, so after a change of model the memories of the old one are found by
 BM25 alone until they are embedded again. Each is made from the same text formation embeds
-(app.formation.memcell.embedding_text).
+(app.text.memory_text.embedding_text).
 
 * **Same dimensions**: online, tenant by tenant, in batches of their own transactions; memsys keeps
   serving, and a run that stops is resumed by running it again (it takes the memories of another model).
@@ -29,7 +29,6 @@ from tqdm import tqdm
 from app.db.engine import create_engine
 from app.db.named_sql import statement
 from app.formation.language import detect_language
-from app.formation.memcell import embedding_text, xl_text
 from app.memories import history
 from app.memories import repository as memories
 from app.memories.history import Event
@@ -37,6 +36,7 @@ from app.memories.repository import EDITED_MODEL
 from app.providers.embeddings import Embedder
 from app.retrieval.repository import vector_literal
 from app.settings import Settings
+from app.text.memory_text import embedding_text, xl_text
 
 if TYPE_CHECKING:
     from app.runtime import Runtime

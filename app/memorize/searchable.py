@@ -8,11 +8,11 @@ into memories marks them processed: an answer holds a message or its memories, n
 
 from __future__ import annotations
 
-from app.formation.memcell import entry_text, message_text, text_md5
 from app.memorize import repository
 from app.providers.embeddings import embedder_name
 from app.runtime import Runtime
 from app.text.cpu import run_off_loop
+from app.text.memory_text import entry_text, message_text, text_md5
 from app.text.tokenize import search_tokens
 
 BATCH = 64

@@ -9,12 +9,12 @@ from app.errors import InvalidParameter, PayloadTooLarge
 from app.formation import repository as formation_repository
 from app.formation import service as formation
 from app.formation import tasks
-from app.formation.memcell import message_text
 from app.formation.streams import Stream
 from app.memorize import repository
 from app.memorize.schemas import FlushRequest, MemorizeRequest, MemorizeResult, SavedMemory
 from app.runtime import Runtime
 from app.text.cpu import run_off_loop
+from app.text.memory_text import message_text
 from app.text.timeparse import in_zone
 from app.text.tokenize import search_tokens
 

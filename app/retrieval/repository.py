@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.named_sql import query, statement
 from app.db.tables import memories, profiles
-from app.formation.memcell import ASSISTANT_SENDERS
+from app.text.memory_text import ASSISTANT_SENDERS
 
 
 @dataclass(frozen=True)

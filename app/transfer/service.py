@@ -22,10 +22,10 @@ from tqdm import tqdm
 
 from app.db.engine import create_engine
 from app.formation import tasks
-from app.formation.memcell import embedding_text
 from app.runtime import Runtime
 from app.tenancy import repository as tenancy
 from app.tenancy import scope
+from app.text.memory_text import embedding_text
 from app.transfer import dump, repository, screening
 from app.transfer.rows import Limits
 
