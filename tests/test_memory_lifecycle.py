@@ -266,6 +266,34 @@ def _llm_extraction(fact: str, source: str) -> dict:
     }
 
 
+def _scripted_model(sessions: list[tuple[str, str, str, str]], answers: list[dict]):
+    """The scripted model's replies: each session's one fact as its extraction, then ``answers`` to the reconciliation
+    calls in order."""
+
+    def route(body: dict) -> dict | None:
+        prompt = "\n".join(str(m.get("content")) for m in body["messages"])
+        if "NEW fact" in prompt:
+            return answers.pop(0)
+        if '"should_end"' in prompt:
+            return {"should_end": False, "reasoning": "same", "topic_summary": "alice"}
+        if '"event_log"' in prompt:
+            when, source, _, fact = next(s for s in reversed(sessions) if s[2] in prompt)
+            return _llm_extraction(fact, source)
+        if '"profiles"' in prompt:
+            return {"profiles": [{"user_id": "alice", "profile": {"name": "Alice"}}]}
+        return None
+
+    return route
+
+
+def _each_session_formed(client, sessions: list[tuple[str, str, str, str]]) -> None:
+    """Each session's message memorized in a group of its own and formed at once (flush)."""
+    for when, source, text, _ in sessions:
+        body = {"message_id": source, "create_time": when, "sender": "alice", "content": text, "group_id": source}
+        assert client.post(MEMORIZE, json=body).status_code == 200
+        assert client.post(FLUSH, json={"group_id": source}).json()["result"]["status_info"] == "extracted"
+
+
 def test_with_an_llm_each_new_fact_is_reconciled_and_a_bad_answer_changes_nothing(settings, database_url, fake_llm):
     """The reconciliation call at the HTTP boundary: a scripted OpenAI-compatible model answers supersede for the
     new job, then names a memory that does not exist (recorded as rejected, nothing changed)."""
@@ -279,20 +307,7 @@ def test_with_an_llm_each_new_fact_is_reconciled_and_a_bad_answer_changes_nothin
         {"reasoning": "?", "decision": "supersede", "memory": 9},
     ]
 
-    def route(body: dict) -> dict | None:
-        prompt = "\n".join(str(m.get("content")) for m in body["messages"])
-        if "NEW fact" in prompt:
-            return answers.pop(0)
-        if '"should_end"' in prompt:
-            return {"should_end": False, "reasoning": "same", "topic_summary": "work"}
-        if '"event_log"' in prompt:
-            when, source, _, fact = next(s for s in reversed(sessions) if s[2] in prompt)
-            return _llm_extraction(fact, source)
-        if '"profiles"' in prompt:
-            return {"profiles": [{"user_id": "alice", "profile": {"name": "Alice"}}]}
-        return None
-
-    fake_llm.handler = route
+    fake_llm.handler = _scripted_model(sessions, answers)
     llm = {
         "llm_api_key": "test-key",
         "llm_base_url": fake_llm.base_url,
@@ -301,10 +316,7 @@ def test_with_an_llm_each_new_fact_is_reconciled_and_a_bad_answer_changes_nothin
         "llm_retry_backoff_s": 0.01,
     }
     with app_client(settings, **llm) as client:
-        for when, source, text, _ in sessions:
-            body = {"message_id": source, "create_time": when, "sender": "alice", "content": text, "group_id": source}
-            assert client.post(MEMORIZE, json=body).status_code == 200
-            assert client.post(FLUSH, json={"group_id": source}).json()["result"]["status_info"] == "extracted"
+        _each_session_formed(client, sessions)
         facts = rows(
             database_url,
             "SELECT id, content, status, superseded_by FROM memories WHERE memory_type = 'event_log' "
@@ -343,26 +355,10 @@ def test_a_supersede_the_model_answers_for_someone_elses_change_or_a_restatement
         {"reasoning": "lives", "decision": "supersede", "memory": 1},
     ]
 
-    def route(body: dict) -> dict | None:
-        prompt = "\n".join(str(m.get("content")) for m in body["messages"])
-        if "NEW fact" in prompt:
-            return answers.pop(0)
-        if '"should_end"' in prompt:
-            return {"should_end": False, "reasoning": "same", "topic_summary": "home"}
-        if '"event_log"' in prompt:
-            when, source, _, fact = next(s for s in reversed(sessions) if s[2] in prompt)
-            return _llm_extraction(fact, source)
-        if '"profiles"' in prompt:
-            return {"profiles": [{"user_id": "alice", "profile": {"name": "Alice"}}]}
-        return None
-
-    fake_llm.handler = route
+    fake_llm.handler = _scripted_model(sessions, answers)
     llm = {"llm_api_key": "k", "llm_base_url": fake_llm.base_url, "llm_model": "m", "llm_max_retries": 0}
     with app_client(settings, **llm) as client:
-        for when, source, text, _ in sessions:
-            body = {"message_id": source, "create_time": when, "sender": "alice", "content": text, "group_id": source}
-            assert client.post(MEMORIZE, json=body).status_code == 200
-            assert client.post(FLUSH, json={"group_id": source}).json()["result"]["status_info"] == "extracted"
+        _each_session_formed(client, sessions)
         facts = rows(
             database_url,
             "SELECT id, status, source_message_ids FROM memories WHERE memory_type = 'event_log' "

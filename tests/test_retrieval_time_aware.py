@@ -156,19 +156,25 @@ def test_newest_first_lifts_a_newer_memory_within_the_band_only():
     ) == [c, a, b]
 
 
-def test_a_question_about_now_finds_the_newer_of_two_counts_first(client, database_url):
-    """The user said a count twice; asked how many now, the later count comes first, where the earlier stood (it
-    ranks first by words alone, as time_aware=false shows). A question about the past keeps the search's order."""
+def _said(client, database_url, *said: tuple[str, int]) -> list[str]:
+    """Memories of what was said (text, days before TODAY), embedded as formation embeds them; their ids."""
     embedder = client.app.state.runtime.embedder
-    said = [
-        ("I have tried three Korean restaurants in my city.", 160),
-        ("Update on the food front: four different Korean places tried in town so far.", 20),
-    ]
     written = write(
         database_url,
         [memory(t, embedder.embed_sync([t])[0], timestamp=TODAY - timedelta(days=d)) for t, d in said],
     )
-    earlier, later = (row["id"] for row in written)
+    return [row["id"] for row in written]
+
+
+def test_a_question_about_now_finds_the_newer_of_two_counts_first(client, database_url):
+    """The user said a count twice; asked how many now, the later count comes first, where the earlier stood (it
+    ranks first by words alone, as time_aware=false shows). A question about the past keeps the search's order."""
+    earlier, later = _said(
+        client,
+        database_url,
+        ("I have tried three Korean restaurants in my city.", 160),
+        ("Update on the food front: four different Korean places tried in town so far.", 20),
+    )
     query = "How many Korean restaurants have I tried in my city?"
     plain = ask(client, query, time_aware=False)
     assert [m["id"] for m in plain["memories"]] == [earlier, later]
@@ -179,16 +185,12 @@ def test_a_question_about_now_finds_the_newer_of_two_counts_first(client, databa
 
 def test_a_newer_memory_about_something_else_keeps_its_place(client, database_url):
     """Found about as well but about another thing (its vector unlike the older one's): not lifted."""
-    embedder = client.app.state.runtime.embedder
-    said = [
+    earlier, unrelated = _said(
+        client,
+        database_url,
         ("I have read three novels by Elena Ferrante so far this year.", 160),
         ("I moved to Berlin and adopted a dog; so far the flat is great.", 20),
-    ]
-    written = write(
-        database_url,
-        [memory(t, embedder.embed_sync([t])[0], timestamp=TODAY - timedelta(days=d)) for t, d in said],
     )
-    earlier, unrelated = (row["id"] for row in written)
     query = "How many novels by Elena Ferrante have I read so far?"
     plain = ask(client, query, time_aware=False)["memories"]
     assert [m["id"] for m in plain] == [earlier, unrelated]
