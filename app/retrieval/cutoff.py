@@ -1,9 +1,10 @@
-"""Similarity cut-offs calibrated to the embedding model, not taken from a seed written for another one.
+"""Similarity cut-offs calibrated to the embedding model, not taken from a document written for another one.
 
 Cosines mean different things for different models: a correct match of all-MiniLM-L6-v2 is typically 0.4-0.5,
-so seed 002's 0.7 (written for a larger embedder) kept almost nothing. ``benchmarks/cutoff.py`` measures, on the
-LoCoMo development split, the highest cut-off that keeps the best matching turn of 90% of the questions; these
-are its figures (``benchmarks/results/cutoff.json``, and docs/retrieval.md for what each cut-off keeps and drops).
+so the context-assembly API's 0.7 (written for a larger embedder) kept almost nothing. ``benchmarks/cutoff.py``
+measures, on the LoCoMo development split, the highest cut-off that keeps the best matching turn of 90% of the
+questions; these are its figures (``benchmarks/results/cutoff/minilm.json`` and ``usem3.json``, and
+docs/retrieval.md for what each cut-off keeps and drops).
 """
 
 from __future__ import annotations
