@@ -286,3 +286,27 @@ def test_explain_shows_the_legs_and_the_type_and_time_weights(api, corpus, fake_
     assert [item["content"] for item in boosted] == ["Alice ate spicy hot pot with colleagues"]
     plain = ask(api, fake_llm, query="What did Alice eat last week?").json()["result"]["memories"]
     assert all("explain" not in item and "weights" not in item for item in plain)
+
+
+def test_a_question_about_now_puts_the_newer_count_first(api, database_url, fake_llm) -> None:
+    """As lightweight retrieval does: asked how many now, the later count comes first where the earlier stood; with
+    time_aware false the search's order stands (the earlier count, closer in words, first)."""
+    embedder = api.app.state.runtime.embedder
+    said = [
+        ("I have tried three Korean restaurants in my city.", 160),
+        ("Update on the food front: four different Korean places tried in town so far.", 20),
+    ]
+    earlier, later = (
+        row["id"]
+        for row in write(
+            database_url,
+            [memory(t, embedder.embed_sync([t])[0], user_id="u9", group_id="g9", timestamp=TODAY - timedelta(days=d))
+             for t, d in said],
+        )
+    )  # fmt: skip
+    fake_llm.on("is_sufficient", SUFFICIENT)
+    query = "How many Korean restaurants have I tried in my city?"
+    plain = ask(api, fake_llm, query=query, group_id="g9", time_aware=False).json()["result"]["memories"]
+    assert [m["id"] for m in plain] == [earlier, later]
+    aware = ask(api, fake_llm, query=query, group_id="g9").json()["result"]["memories"]
+    assert [m["id"] for m in aware] == [later, earlier]
