@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.retrieval.legs import LEGS
+
 
 def explanation(memory: dict[str, Any], *, mode: str, rrf_k: int, reranker: str | None = None) -> dict[str, Any]:
     weights = memory.get("weights") or {}
     weight = float(memory.get("weight") or 1.0)
     explained: dict[str, Any] = {
         "mode": mode,
-        "vector": _leg(memory.get("vector_rank"), rrf_k, cosine=memory.get("cosine")),
-        "bm25": _leg(memory.get("bm25_rank"), rrf_k, bm25=memory.get("bm25")),
+        **{leg.name: _leg(memory.get(leg.rank), rrf_k, **{leg.figure: memory.get(leg.figure)}) for leg in LEGS},
         "rrf": {"k": rrf_k, "sum": _float(memory.get("rrf")), "best_possible": _float(memory.get("rrf_best"))},
         "speaker_weight": _float(memory.get("speaker_weight", 1.0)),
         "fact_weight": _float(memory.get("fact_weight", 1.0)),

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.named_sql import query, statement
 from app.db.tables import memories, profiles
+from app.retrieval.legs import LEGS
 from app.text.memory_text import ASSISTANT_SENDERS
 
 
@@ -81,7 +82,7 @@ def search_parameters(
     """The bind parameters of ``hybrid_search`` (also what ``explain`` prints). ``tenant`` is the transaction's:
     the statement names it for Citus's routing; row-level security holds the tenant anyway. ``bm25_exact``:
     ``search_scope``'s, for these filters; None lets the statement find it."""
-    return {
+    parameters = {
         "tenant_id": tenant,
         "retrieval_mode": mode,
         "embedding": vector_literal(query_vector) if query_vector is not None else None,
@@ -105,8 +106,6 @@ def search_parameters(
         "leg_limit": tuning.leg_limit,
         "top_k": top_k,
         "rrf_k": tuning.rrf_k,
-        # The ranking legs that run (``sections``): rrf's score is the fused score over what all of them agreeing gives.
-        "legs": int(query_vector is not None) + int(bool(query_tokens)),
         "assistant_weight": tuning.assistant_weight,
         "outdated_weight": tuning.outdated_weight,
         "assistant_senders": list(ASSISTANT_SENDERS),
@@ -117,6 +116,9 @@ def search_parameters(
         "bm25_exact_max": tuning.bm25_exact_max,
         "bm25_exact": bm25_exact,
     }
+    # The ranking legs that run: rrf's score is the fused score over what all of them agreeing gives.
+    parameters["legs"] = sum(leg.runs(parameters) for leg in LEGS)
+    return parameters
 
 
 def life_parameters(filters: SearchFilters) -> dict[str, Any]:
@@ -195,13 +197,9 @@ def sections(parameters: dict[str, Any]) -> dict[str, bool]:
     """Which sections of ``hybrid_search`` can find anything: the vector leg with a query vector, BM25 with query
     tokens (``search_parameters``); within BM25, its exact part unless ``bm25_exact`` is false, its bounded part unless
     it is true (None: both, the statement decides)."""
-    bm25, exact = bool(parameters["query_tokens"]), parameters["bm25_exact"]
-    return {
-        "vector": parameters["embedding"] is not None,
-        "bm25": bm25,
-        "exact_bm25": bm25 and exact is not False,
-        "bounded_bm25": bm25 and exact is not True,
-    }
+    running = {leg.name: leg.runs(parameters) for leg in LEGS}
+    bm25, exact = running["bm25"], parameters["bm25_exact"]
+    return {**running, "exact_bm25": bm25 and exact is not False, "bounded_bm25": bm25 and exact is not True}
 
 
 _SECTIONS = {

@@ -21,6 +21,7 @@ from app.providers.embeddings import embedder_name
 from app.retrieval import repository, speaker
 from app.retrieval.cutoff import xl_scale
 from app.retrieval.explain import explanation
+from app.retrieval.legs import LEGS
 from app.retrieval.repository import SearchFilters, SearchTuning
 from app.retrieval.schemas import (
     RetrievalMetadata,
@@ -459,10 +460,7 @@ def _memory(row: dict[str, Any]) -> dict[str, Any]:
         "metadata": row["metadata"],
         # Upstream's names of an episode's parts (EverMemOS clients read them): its title and its text.
         **({"subject": row["title"], "episode": row["content"]} if row["memory_type"] == "episode" else {}),
-        "cosine": row["cosine"],
-        "bm25": row["bm25"],
-        "vector_rank": row["vector_rank"],
-        "bm25_rank": row["bm25_rank"],
+        **{column: row[column] for leg in LEGS for column in (leg.figure, leg.rank)},
         "rrf": float(row["rrf"]),
         "rrf_best": float(row["rrf_best"]),
         "speaker_weight": float(row["speaker_weight"]),
