@@ -28,10 +28,9 @@ from app.providers.llm_urls import pin_client_url
 from app.providers.rerank import HttpReranker, LLMReranker, NoReranker, Reranker, RerankError
 from app.retrieval import service as retrieval
 from app.retrieval.explain import explanation
-from app.retrieval.time_aware import fit_filters, now_first, reference_day, rule_window
+from app.retrieval.time_aware import fit_filters, now_first, orders_now, reference_day, rule_window
 from app.runtime import Runtime
 from app.settings import Settings
-from app.text.now_questions import asks_about_now
 from app.text.time_expressions import TimeWindow, has_time_hint
 
 log = logging.getLogger(__name__)
@@ -240,7 +239,7 @@ async def _ordered(
 ) -> list[dict]:
     """A question about now with no time window of its own: the newer of two memories alike, found about equally
     well, first, as lightweight retrieval orders them (``app.retrieval.time_aware.now_first``)."""
-    if request.time_aware and window is None and asks_about_now(request.query):
+    if orders_now(request.query, request.time_aware, window):
         return await now_first(runtime, weighted, key=lambda memory: memory["score"] * memory["weight"])
     return weighted
 

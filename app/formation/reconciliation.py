@@ -99,11 +99,22 @@ _SOMEONE_ELSE = re.compile(
     r"|^\W*[\u4e00-\u9fffA-Za-z]{0,8}?的?(?:姐姐|妹妹|哥哥|弟弟|妈妈|爸爸|母亲|父亲|父母|儿子|女儿|孩子|朋友|同事|老板|邻居|表[姐妹哥弟]|堂[姐妹哥弟]|室友)",
     re.IGNORECASE,
 )
-_AGAIN_WORDS = frozenset(
-    "still again also too now currently yet remains remain continues continue keeps keep is are the a an and in at "
-    "of to with".split()
+
+
+def _words(text: str) -> set[str]:
+    """Its Latin words and numbers, lower-cased, a final s dropped."""
+    return {word.rstrip("s") for word in re.findall(r"[a-z0-9]+", text.lower())}
+
+
+def _han(text: str) -> set[str]:
+    return set(re.findall(r"[\u4e00-\u9fff]", text))
+
+
+_AGAIN_WORDS = _words(
+    "still again also too now currently yet remains remain continues continue keeps keep is are the a an and in at of "
+    "to with"
 )
-_AGAIN_HAN = frozenset("还仍依然也又现在一直继续的了在是")
+_AGAIN_HAN = _han("还仍依然也又现在一直继续的了在是")
 
 
 def _check(found: Verdict) -> None:
@@ -118,10 +129,5 @@ def _check(found: Verdict) -> None:
 
 def _restates(fact: str, earlier: str) -> bool:
     """Every word (every Han character) of ``fact`` is in ``earlier``, but for words like still, again, now."""
-    words = {w.rstrip("s") for w in re.findall(r"[a-z0-9]+", fact.lower())} - {w.rstrip("s") for w in _AGAIN_WORDS}
-    han = set(re.findall(r"[\u4e00-\u9fff]", fact)) - _AGAIN_HAN
-    return (
-        words <= {w.rstrip("s") for w in re.findall(r"[a-z0-9]+", earlier.lower())}
-        and han <= set(re.findall(r"[\u4e00-\u9fff]", earlier))
-        and bool(words or han)
-    )
+    words, han = _words(fact) - _AGAIN_WORDS, _han(fact) - _AGAIN_HAN
+    return words <= _words(earlier) and han <= _han(earlier) and bool(words or han)

@@ -30,11 +30,10 @@ from app.retrieval.schemas import (
     RetrieveLightweightResult,
     ScopedSearchRequest,
 )
-from app.retrieval.time_aware import fit_filters, now_first, query_window, time_factor
+from app.retrieval.time_aware import fit_filters, now_first, orders_now, query_window, time_factor
 from app.runtime import Runtime
 from app.settings import Settings
 from app.text.cpu import run_off_loop
-from app.text.now_questions import asks_about_now
 from app.text.time_expressions import TimeWindow
 from app.text.timeparse import EARLIEST, LATEST, day_end
 from app.text.tokenize import search_tokens
@@ -306,7 +305,7 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         )
         filters = fit_filters(filters, window, "time_range_days" in request.model_fields_set)
         boosting = window is not None and not window.plain_filter
-        about_now = request.time_aware and window is None and asks_about_now(query)
+        about_now = orders_now(query, request.time_aware, window)
         top_k = request.top_k
         if boosting:  # a boost can lift a memory from below the top_k: rank a full candidate list, then cut
             top_k = max(top_k, runtime.settings.rrf_candidates)

@@ -18,6 +18,7 @@ from app.retrieval import repository
 from app.retrieval.repository import SearchFilters
 from app.runtime import Runtime
 from app.text.cpu import run_off_loop
+from app.text.now_questions import asks_about_now
 from app.text.time_expressions import TimeWindow, find_time_window
 from app.text.timeparse import day_end, day_start
 
@@ -129,6 +130,12 @@ def newest_first(
     return [memories[i] for i in order]
 
 
+def orders_now(query: str, time_aware: bool, window: TimeWindow | None) -> bool:
+    """Whether a search orders its answer for a question about now (``now_first``): ``time_aware`` on, no time window
+    named, and the question about the present (``app.text.now_questions``)."""
+    return time_aware and window is None and asks_about_now(query)
+
+
 async def now_first(
     runtime: Runtime, memories: list[dict], key: Callable[[dict], float] = itemgetter("score")
 ) -> list[dict]:
@@ -139,14 +146,13 @@ async def now_first(
         return memories
     async with runtime.engine.connect() as conn:
         stored = await repository.vectors(conn, runtime.tenant, [memory["id"] for memory in memories])
-    unit = {memory_id: vector / (np.linalg.norm(vector) or 1.0) for memory_id, vector in map(_array, stored.items())}
+    unit = {}
+    for memory_id, vector in stored.items():
+        array = np.asarray(vector, dtype=np.float32)
+        unit[memory_id] = array / (np.linalg.norm(array) or 1.0)
 
     def alike(newer: dict, older: dict) -> bool:
         a, b = unit.get(newer["id"]), unit.get(older["id"])
         return a is not None and b is not None and len(a) == len(b) and float(a @ b) >= settings.now_alike
 
     return newest_first(memories, settings.now_band, key, alike)
-
-
-def _array(item: tuple[str, object]) -> tuple[str, np.ndarray]:
-    return item[0], np.asarray(item[1], dtype=np.float32)
