@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
 
 STARTUP_MODULES = {
     "serve": ("uvicorn", "app.http.app"),
-    "worker": ("app.formation.tasks", "app.runtime"),
-    "mcp": ("app.mcp.server", "app.formation.tasks", "app.runtime"),
+    "worker": ("app.queue", "app.runtime"),
+    "mcp": ("app.mcp.server", "app.queue", "app.runtime"),
     "export": ("app.transfer.service", "app.runtime"),
     "import": ("app.transfer.service", "app.runtime"),
     "reembed": ("app.memories.reembed", "app.db.engine"),
@@ -172,15 +172,15 @@ def _worker(settings: Settings, concurrency: int) -> int:
     import contextlib
     import signal
 
-    from app.formation import tasks
+    from app import queue
     from app.runtime import build_runtime
 
     async def run() -> None:
         runtime = build_runtime(settings)
         try:
-            async with runtime.kept_alive(), tasks.open_queue(runtime.service_url):
+            async with runtime.kept_alive(), queue.open_queue(runtime.service_url):
                 runtime.warm_up()
-                workers = asyncio.create_task(tasks.run_workers(runtime, concurrency))
+                workers = asyncio.create_task(queue.run_workers(runtime, concurrency))
                 log.info("memsys worker: %s", logs.running_on(runtime, concurrency))
                 for stop in (signal.SIGTERM, signal.SIGINT):
                     asyncio.get_running_loop().add_signal_handler(stop, workers.cancel)
@@ -198,8 +198,8 @@ def _mcp(settings: Settings, tenant: str) -> int:
     Standard output carries the protocol only: logs go to standard error."""
     import asyncio
 
+    from app import queue
     from app.db.engine import create_engine
-    from app.formation import tasks
     from app.mcp.server import build_server
     from app.runtime import build_runtime
     from app.tenancy import repository
@@ -216,17 +216,17 @@ def _mcp(settings: Settings, tenant: str) -> int:
                 await owner.dispose()
             scoped = runtime.for_tenant(tenant)
             server = build_server(lambda ctx: scoped)
-            async with runtime.kept_alive(), tasks.open_queue(runtime.service_url):
+            async with runtime.kept_alive(), queue.open_queue(runtime.service_url):
                 runtime.warm_up()  # the tools answer at once; the first that embeds waits for the model
                 workers = (
-                    asyncio.create_task(tasks.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
+                    asyncio.create_task(queue.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
                 )
                 log.info("memsys mcp for tenant %s: %s", tenant, logs.running_on(runtime, settings.workers))
                 try:
                     await server.run_stdio_async()
                 finally:
                     if workers is not None:
-                        await tasks.stop_workers(workers)
+                        await queue.stop_workers(workers)
         finally:
             await runtime.close()
 

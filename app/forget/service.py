@@ -24,8 +24,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app import queue
 from app.forget import repository
-from app.formation import tasks
 from app.formation.streams import Stream
 from app.runtime import Runtime
 
@@ -76,5 +76,5 @@ async def _form_again(conn: AsyncConnection, tenant: str, messages: list[dict[st
     for message in messages:
         cells[Stream(message["stream_kind"], message["stream_id"])][message["memcell_id"]].append(message["id"])
     for stream, by_cell in cells.items():
-        await tasks.defer_form_again(conn, tenant, stream, list(by_cell.values()))
+        await queue.defer_form_again(conn, tenant, stream, list(by_cell.values()))
     return {"memcells": sum(len(by_cell) for by_cell in cells.values()), "messages": len(messages)}

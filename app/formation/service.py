@@ -1,5 +1,5 @@
 """Memory formation: boundary detection on a stream and extraction of its closed MemCells, run by the
-formation workers (``app.formation.tasks``); requests only store messages and ask.
+formation workers (``app.formation.tasks``, deferred through ``app.queue``); requests only store messages and ask.
 
 Concurrency and durability (docs/formation.md has the full story):
 
@@ -29,9 +29,10 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app import queue
 from app.conversation_meta.service import get_optional as conversation_meta
 from app.errors import MemsysError, ServiceUnavailable
-from app.formation import boundary, llm_extraction, offline, profiles, reconciliation, tasks
+from app.formation import boundary, llm_extraction, offline, profiles, reconciliation
 from app.formation import repository as repo
 from app.formation.language import detect_language
 from app.formation.memcell import Context, Draft, Extraction, MemCell
@@ -43,7 +44,9 @@ from app.memories.repository import NewMemory, by_memcell, insert_memories
 from app.observability import metrics
 from app.providers.embeddings import drafts_are_memories
 from app.providers.llm import LLMClient, LLMError
+from app.text.cpu import run_off_loop
 from app.text.memory_text import text_md5
+from app.text.tokenize import search_tokens_of
 from app.text.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -112,7 +115,7 @@ async def request_flush(runtime: Runtime, stream: Stream) -> list[int]:
     async with runtime.engine.begin() as conn:
         ids = await repo.request_flush(conn, stream)
         if ids:
-            await tasks.defer_formation(conn, runtime.tenant, stream)
+            await queue.defer_formation(conn, runtime.tenant, stream)
     return ids
 
 
@@ -147,7 +150,7 @@ async def close_idle_streams(runtime: Runtime) -> int:
         async with runtime.for_tenant(tenant).engine.begin() as conn:
             for stream in await repo.idle_streams(conn, idle_s):
                 await repo.request_flush(conn, stream)
-                await tasks.defer_formation(conn, tenant, stream)
+                await queue.defer_formation(conn, tenant, stream)
                 closed += 1
     return closed
 
@@ -254,7 +257,7 @@ async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flus
 async def _close(
     runtime: Runtime, conn: AsyncConnection, context: Context, cell: MemCell, llm: LLMClient | None
 ) -> list[dict[str, Any]]:
-    """Extract and embed with no transaction open, then write everything in one transaction."""
+    """Extract, embed and tokenise with no transaction open, then write everything in one transaction."""
     context = dataclasses.replace(context, language=detect_language(m["content"] for m in cell.messages))
     async with conn.begin():
         previous = await repo.latest_profiles(conn, cell.participants, context.stream.group_id)
@@ -277,29 +280,35 @@ async def _close(
             f"Embedding failed ({exc}); {len(cell.messages)} messages stay pending and the worker tries again."
         ) from exc
     verdicts = await _reconcile(runtime, conn, llm, extraction, vectors)
-    async with conn.begin():
-        memcell_id = await repo.insert_memcell(conn, _memcell_row(context, cell, extraction))
-        known = await supersession.earlier(conn, _stating(extraction.drafts))
-        new = [
-            (draft, _new_memory(draft, memcell_id, vector, runtime.embedder.name, xl_vector))
-            for draft, vector, xl_vector in zip(extraction.drafts, vectors, xl_vectors, strict=True)
-        ]
-        kept, gained = supersession.duplicates([draft for draft, _ in new], known, verdicts)
-        stored = {id(draft) for draft in kept}
-        written = [(draft, memory) for draft, memory in new if id(draft) in stored]
-        saved = await insert_memories(conn, [memory for _, memory in written])
-        await history.record(conn, [_formed(memory, memcell_id, extraction.mode) for memory in saved])
-        by_draft = {id(draft): row for (draft, _), row in zip(written, saved, strict=True)}
-        await supersession.apply_verdicts(conn, verdicts, by_draft, mode=runtime.settings.supersession)
-        standing = await supersession.settle(conn, saved, known, mode=runtime.settings.supersession, gained=gained)
-        for user, profile in extraction.profiles.items():
-            profile["attributes"] = profiles.attributes(supersession.current_facts(standing, user), context.language)
-        await repo.insert_profiles(conn, _profile_rows(context, extraction, previous, memcell_id))
-        flipped = await repo.mark_processed(conn, cell.ids, memcell_id)
-        if flipped != len(cell.ids):
-            raise FormationConflict(
-                f"{len(cell.ids) - flipped} of the MemCell's messages were already processed; nothing was written"
-            )
+    # BM25's tokens (jieba segmentation, stemming) off the loop and before the transaction, which holds the stream.
+    tokens = await run_off_loop(search_tokens_of, [draft.search_text() for draft in extraction.drafts])
+    drafts = zip(extraction.drafts, vectors, xl_vectors, tokens, strict=True)
+    with metrics.FORMATION_WRITE_SECONDS.time():
+        async with conn.begin():
+            memcell_id = await repo.insert_memcell(conn, _memcell_row(context, cell, extraction))
+            new = [
+                (draft, _new_memory(draft, memcell_id, vector, runtime.embedder.name, xl_vector, draft_tokens))
+                for draft, vector, xl_vector, draft_tokens in drafts
+            ]
+            known = await supersession.earlier(conn, _stating(extraction.drafts))
+            kept, gained = supersession.duplicates([draft for draft, _ in new], known, verdicts)
+            stored = {id(draft) for draft in kept}
+            written = [(draft, memory) for draft, memory in new if id(draft) in stored]
+            saved = await insert_memories(conn, [memory for _, memory in written])
+            await history.record(conn, [_formed(memory, memcell_id, extraction.mode) for memory in saved])
+            by_draft = {id(draft): row for (draft, _), row in zip(written, saved, strict=True)}
+            await supersession.apply_verdicts(conn, verdicts, by_draft, mode=runtime.settings.supersession)
+            standing = await supersession.settle(conn, saved, known, mode=runtime.settings.supersession, gained=gained)
+            for user, profile in extraction.profiles.items():
+                profile["attributes"] = profiles.attributes(
+                    supersession.current_facts(standing, user), context.language
+                )
+            await repo.insert_profiles(conn, _profile_rows(context, extraction, previous, memcell_id))
+            flipped = await repo.mark_processed(conn, cell.ids, memcell_id)
+            if flipped != len(cell.ids):
+                raise FormationConflict(
+                    f"{len(cell.ids) - flipped} of the MemCell's messages were already processed; nothing was written"
+                )
     # The stream's id may be a user's id: only at DEBUG (issue 27).
     log.info("memcell %s: %d messages, %d memories (%s)", memcell_id, len(cell.ids), len(saved), extraction.mode)
     log.debug("memcell %s: stream %s", memcell_id, context.stream.lock_key())
@@ -437,7 +446,7 @@ def _memcell_row(context: Context, cell: MemCell, extraction: Extraction) -> dic
 
 
 def _new_memory(
-    draft: Draft, memcell_id, vector: list[float], embedding_model: str, xl_vector: list[float] | None
+    draft: Draft, memcell_id, vector: list[float], embedding_model: str, xl_vector: list[float] | None, tokens: str
 ) -> NewMemory:
     return NewMemory(
         memory_type=draft.memory_type,
@@ -457,6 +466,7 @@ def _new_memory(
         valid_to=draft.valid_to,
         metadata=draft.metadata,
         search_text=draft.search_text(),
+        search_tokens=tokens,
     )
 
 

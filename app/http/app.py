@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 import anyio
 from litestar import Litestar
 
+from app import queue
 from app.agent.endpoints import AgentController
 from app.agentic.endpoints import AgenticController
 from app.compat.v0 import V0Controller
@@ -19,7 +20,6 @@ from app.compat.v1 import V1Controller
 from app.context.endpoints import ContextController
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.forget.endpoints import ForgetController
-from app.formation import tasks
 from app.http.auth import KeyCache, authenticate
 from app.http.docs import PublicOperations, docs_asset, index, openapi_config
 from app.http.errors import EXCEPTION_HANDLERS
@@ -65,9 +65,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
             app.state.inspector_sessions = InspectorSessions()
             app.state.gauges = Gauges(settings.metrics_refresh_seconds)
             _, app.state.mcp_sessions = build_http(settings.host)
-            async with runtime.kept_alive(), tasks.open_queue(runtime.service_url), app.state.mcp_sessions.run():
+            async with runtime.kept_alive(), queue.open_queue(runtime.service_url), app.state.mcp_sessions.run():
                 workers = (
-                    asyncio.create_task(tasks.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
+                    asyncio.create_task(queue.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
                 )
                 runtime.warm_up()
                 if log.isEnabledFor(logging.INFO):
@@ -80,7 +80,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
                     with contextlib.suppress(asyncio.CancelledError):
                         await keys_watch
                     if workers is not None:
-                        await tasks.stop_workers(workers)
+                        await queue.stop_workers(workers)
 
         finally:
             await runtime.close()

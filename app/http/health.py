@@ -5,8 +5,8 @@ from __future__ import annotations
 from litestar import Request, get
 from sqlalchemy import text
 
+from app import queue
 from app.errors import ServiceUnavailable
-from app.formation import tasks
 from app.http.envelope import Envelope, ok
 from app.memorize import service as memorize
 from app.runtime import Runtime
@@ -21,7 +21,7 @@ async def health(request: Request) -> Envelope[dict]:
     try:
         async with runtime.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
-            formation = await tasks.backlog(conn)
+            formation = await queue.backlog(conn)
         formation |= await memorize.waiting_messages(runtime)
     except Exception as exc:  # noqa: BLE001  any failure to answer means the database is down
         raise ServiceUnavailable(f"The database is not answering ({type(exc).__name__})") from exc

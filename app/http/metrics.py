@@ -11,9 +11,9 @@ from litestar import Request, get
 from litestar.response import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from app import queue
 from app.errors import Forbidden, Unauthorized
 from app.formation import repository as formation_repository
-from app.formation import tasks
 from app.memories.repository import count_by_type
 from app.memorize import service as memorize
 from app.observability.metrics import (
@@ -47,7 +47,7 @@ async def refresh(runtime: Runtime) -> None:
     """The gauges read from the database: the queue's backlog, and memories per type tenant by tenant (each
     tenant's rows are visible only in its own scope), summed over the tenants."""
     async with runtime.engine.connect() as conn:
-        backlog = await tasks.backlog(conn)
+        backlog = await queue.backlog(conn)
         tenants = await formation_repository.tenants(conn)
     for state in ("pending", "running", "failed"):
         FORMATION_JOBS.labels(state=state).set(backlog[state])

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from app import queue
 from app.conversation_meta import repository as conversation_meta
 from app.db.tables import MEMORY_TYPES
 from app.errors import NotFound
-from app.formation import tasks
 from app.inspect import repository
 from app.memories import repository as memories
 from app.retrieval import service as retrieval
@@ -30,7 +30,7 @@ async def overview(runtime: Runtime) -> dict[str, Any]:
     """The tenant at a glance: the formation backlog (the whole server's), memories per type, its groups and
     users with their counts, most recently active first."""
     async with runtime.engine.begin() as conn:
-        backlog = await tasks.backlog(conn)
+        backlog = await queue.backlog(conn)
         counts = await memories.count_by_type(conn)
         groups = await repository.groups(conn)
         users = await repository.users(conn)

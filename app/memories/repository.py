@@ -38,13 +38,15 @@ class NewMemory:
     embedding_xl: list[float] | None = None
     """The cross-lingual vector (migration 0014), with ``language``, the language of the text."""
     language: str | None = None
+    search_tokens: str | None = None
+    """BM25's tokens of ``search_text``, when the writer tokenised it before its transaction (formation does)."""
+
+    def bm25_text(self) -> str:
+        if self.search_text is not None:
+            return self.search_text
+        return " ".join(part for part in (self.title, self.content) if part)
 
     def row(self) -> dict[str, Any]:
-        text = (
-            self.search_text
-            if self.search_text is not None
-            else " ".join(part for part in (self.title, self.content) if part)
-        )
         return {
             "memory_type": self.memory_type,
             "content": self.content,
@@ -62,7 +64,7 @@ class NewMemory:
             "valid_from": self.valid_from,
             "valid_to": self.valid_to,
             "metadata": self.metadata,
-            "search_tokens": search_tokens(text),
+            "search_tokens": self.search_tokens if self.search_tokens is not None else search_tokens(self.bm25_text()),
         }
 
 

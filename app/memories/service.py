@@ -17,8 +17,8 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app import queue
 from app.errors import InvalidParameter, NotFound
-from app.formation import tasks
 from app.memories import history, repository
 from app.memories.history import Event
 from app.memories.schemas import MemoryDetail, MemoryHistory, MemoryListQuery, MemoryPage, MemoryPatch
@@ -138,7 +138,7 @@ async def edit_memory(runtime: Runtime, memory_id: str, patch: MemoryPatch, acto
             ],
         )
         if search_text is not None:
-            await tasks.defer_reembedding(conn, runtime.tenant)
+            await queue.defer_reembedding(conn, runtime.tenant)
         row = await repository.read(conn, uuid)
     return MemoryDetail(
         memory=_shown(row),

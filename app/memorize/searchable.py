@@ -1,7 +1,7 @@
 """Read your writes: a stored message is searchable before formation turns it into memories.
 
 memorize stores the message with its BM25 text (keyword search finds it at once) and queues ``index_messages``
-(``app.formation.tasks``); the intake worker runs this: it gives each pending message its vector. Retrieval
+(``app.memorize.tasks``); the intake worker runs this: it gives each pending message its vector. Retrieval
 searches pending messages beside the memories (``sql/retrieval.sql``) until the transaction that forms them
 into memories marks them processed: an answer holds a message or its memories, never both.
 """
@@ -13,17 +13,13 @@ from app.providers.embeddings import embedder_name
 from app.runtime import Runtime
 from app.text.cpu import run_off_loop
 from app.text.memory_text import entry_text, message_text, text_md5
-from app.text.tokenize import search_tokens
+from app.text.tokenize import search_tokens_of
 
 BATCH = 64
 
 
 def _before(row: dict) -> str | None:
     return message_text(*row["before"]) if row["before"] is not None else None
-
-
-def _search_tokens(texts: list[str]) -> list[str]:
-    return [search_tokens(text) for text in texts]
 
 
 async def index_pending(runtime: Runtime) -> tuple[int, int]:
@@ -51,7 +47,7 @@ async def index_pending(runtime: Runtime) -> tuple[int, int]:
         embedded = [entry_text(text, _before(row)) for text, row in zip(texts, rows, strict=True)]
         vectors = await runtime.embedder.embed(embedded, draft=True)
         untokenized = [(row, text) for row, text in zip(rows, texts, strict=True) if row["needs_tokens"]]
-        tokens = await run_off_loop(_search_tokens, [text for _, text in untokenized])
+        tokens = await run_off_loop(search_tokens_of, [text for _, text in untokenized])
         for (row, _), text_tokens in zip(untokenized, tokens, strict=True):
             row["search_tokens"] = text_tokens
         for row, vector, text in zip(rows, vectors, embedded, strict=True):

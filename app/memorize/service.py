@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, tzinfo
 
+from app import queue
 from app.conversation_meta import service as conversation_meta
 from app.errors import InvalidParameter, PayloadTooLarge
 from app.formation import repository as formation_repository
 from app.formation import service as formation
-from app.formation import tasks
 from app.formation.streams import Stream
 from app.memorize import repository
 from app.memorize.schemas import FlushRequest, MemorizeRequest, MemorizeResult, SavedMemory
@@ -42,13 +42,13 @@ async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, Mem
             row["create_time"] = _in_zone(request.create_time, await conversation_meta.zone_of(conn, request.group_id))
         inserted = await repository.insert_message(conn, row)
         if inserted:
-            await tasks.defer_formation(conn, runtime.tenant, stream)
-            await tasks.defer_indexing(conn, runtime.tenant)
+            await queue.defer_formation(conn, runtime.tenant, stream)
+            await queue.defer_indexing(conn, runtime.tenant)
     if not inserted:
         return "Message already stored (duplicate message_id)", MemorizeResult(
             saved_memories=[], count=0, status_info="duplicate"
         )
-    return _answer(formation.FormationOutcome(), runtime.settings.boundary_idle_seconds)
+    return _answer([], idle_seconds=runtime.settings.boundary_idle_seconds)
 
 
 async def flush(runtime: Runtime, request: FlushRequest) -> tuple[str, MemorizeResult]:
@@ -57,7 +57,7 @@ async def flush(runtime: Runtime, request: FlushRequest) -> tuple[str, MemorizeR
     stream = Stream.of(request.group_id, request.sender or "")
     ids = await formation.request_flush(runtime, stream)
     if not ids:
-        return _answer(formation.FormationOutcome())
+        return _answer([])
     timeout_s = runtime.settings.flush_timeout_seconds
     finished, memories = await formation.wait_formed(runtime, ids, timeout_s)
     if not finished:
@@ -65,11 +65,9 @@ async def flush(runtime: Runtime, request: FlushRequest) -> tuple[str, MemorizeR
             f"Formation still running after {timeout_s:g}s; the memories appear when it finishes",
             MemorizeResult(saved_memories=[], count=0, status_info="pending"),
         )
-    outcome = formation.FormationOutcome(memories)
     fallbacks = {m["metadata"]["llm_fallback"] for m in memories if (m.get("metadata") or {}).get("llm_fallback")}
-    if fallbacks:
-        outcome.warn(f"Formed without the LLM after {', '.join(sorted(fallbacks))}.")
-    return _answer(outcome)
+    warning = f"Formed without the LLM after {', '.join(sorted(fallbacks))}." if fallbacks else None
+    return _answer(memories, warning=warning)
 
 
 async def waiting_messages(runtime: Runtime) -> dict[str, int]:
@@ -93,8 +91,11 @@ def _in_zone(moment: datetime, zone: tzinfo) -> datetime:
         raise InvalidParameter(f"Invalid field create_time: {exc}") from exc
 
 
-def _answer(outcome: formation.FormationOutcome, idle_seconds: float | None = None) -> tuple[str, MemorizeResult]:
-    saved = [SavedMemory(**memory) for memory in outcome.memories]
+def _answer(
+    memories: list[dict], *, warning: str | None = None, idle_seconds: float | None = None
+) -> tuple[str, MemorizeResult]:
+    """memorize's and flush's answer: the memories formed (API-shaped rows), or none yet and when they will be."""
+    saved = [SavedMemory(**memory) for memory in memories]
     if saved:
         message = f"Extracted {len(saved)} memories"
         status = "extracted"
@@ -111,7 +112,7 @@ def _answer(outcome: formation.FormationOutcome, idle_seconds: float | None = No
         saved_memories=saved,
         count=len(saved),
         status_info=status,
-        warning=outcome.warning,
+        warning=warning,
         formation=formation_note,
         idle_close_seconds=idle_seconds if idle_seconds else None,
     )

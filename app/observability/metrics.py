@@ -35,6 +35,11 @@ LLM_FALLBACKS = Counter(
 LLM_BOUNDARY_DISTRUSTED = Counter(
     "memsys_llm_boundary_distrusted_total", "Boundary passes whose LLM judge ended an episode at every message"
 )
+FORMATION_WRITE_SECONDS = Histogram(
+    "memsys_formation_write_seconds",
+    "The transaction that writes one MemCell, its memories and profiles (it holds the stream's rows meanwhile)",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
 EMBEDDING_SECONDS = Histogram("memsys_embedding_duration_seconds", "One embedding call", ["provider"])
 EMBEDDING_ERRORS = Counter("memsys_embedding_errors_total", "Embedding calls that failed", ["provider"])
 EMBEDDINGS_KEPT = Counter(

@@ -62,6 +62,11 @@ def search_tokens(text: str) -> str:
     return " ".join(tokenize(text))
 
 
+def search_tokens_of(texts: list[str]) -> list[str]:
+    """``search_tokens`` of each text: one call for a batch, to run off the event loop (``run_off_loop``)."""
+    return [search_tokens(text) for text in texts]
+
+
 def warm_up() -> None:
     """Load jieba's dictionary now (about a second) rather than in the first request."""
     jieba.initialize()

@@ -20,8 +20,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from tqdm import tqdm
 
+from app import queue
 from app.db.engine import create_engine
-from app.formation import tasks
 from app.runtime import Runtime
 from app.tenancy import repository as tenancy
 from app.tenancy import scope
@@ -116,7 +116,7 @@ async def import_dump(
                 screens, reembedded = await _write_all(runtime, conn, records, bar, tally, bring_back)
             for screen in screens.values():
                 for stream, cells in screen.cells_to_form().items():
-                    await tasks.defer_form_again(conn, screen.tenant, stream, cells)
+                    await queue.defer_form_again(conn, screen.tenant, stream, cells)
     finally:
         await owner.dispose()
     return {
