@@ -3,7 +3,7 @@
 Cosines mean different things for different models: a correct match of all-MiniLM-L6-v2 is typically 0.4-0.5,
 so the context-assembly API's 0.7 (written for a larger embedder) kept almost nothing. ``benchmarks/cutoff.py``
 measures, on the LoCoMo development split, the highest cut-off that keeps the best matching turn of 90% of the
-questions; these are its figures (``benchmarks/results/cutoff/minilm.json`` and ``usem3.json``, and
+questions; these are its figures (``benchmarks/results/cutoff/minilm/cutoff.json`` and ``usem3/cutoff.json``, and
 docs/retrieval.md for what each cut-off keeps and drops).
 """
 

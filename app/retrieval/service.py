@@ -51,8 +51,8 @@ class SearchResult:
     """Ranked memories (API-shaped dicts with ``score`` and the raw ``cosine``/``bm25``/ranks) and leg sizes."""
 
     memories: list[dict[str, Any]]
-    emb_count: int = 0
-    bm25_count: int = 0
+    candidates: dict[str, int] = field(default_factory=dict)
+    """How many candidates each leg (``LEGS``, by name) brought (0 for a leg that did not run)."""
     query_embedding_ms: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     hidden: dict[str, int] | None = None
@@ -253,8 +253,7 @@ async def search(
                 rows = await repository.hybrid_search(conn, parameters)
     return SearchResult(
         memories=[_memory(row) for row in rows],
-        emb_count=rows[0]["emb_count"] if rows else 0,
-        bm25_count=rows[0]["bm25_count"] if rows else 0,
+        candidates={leg.name: rows[0][leg.count] for leg in LEGS} if rows else {},
         query_embedding_ms=inputs.embedding_ms,
         hidden=_nonzero(rows[0]["hidden_by_life"]) if rows else None,
     )
@@ -331,8 +330,8 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         retrieval_mode=request.retrieval_mode,
         data_source=request.data_source,
         memory_scope=request.memory_scope,
-        emb_count=found.emb_count,
-        bm25_count=found.bm25_count,
+        emb_count=found.candidates.get("vector", 0),
+        bm25_count=found.candidates.get("bm25", 0),
         final_count=len(memories),
         total_latency_ms=round((time.perf_counter() - started) * 1000, 3),
         query_embedding_ms=round(found.query_embedding_ms, 3),
@@ -387,7 +386,7 @@ async def hidden(
     result = {
         "outside_time_range": counts["outside_time_range"],
         "other_scopes": counts["other_scopes"],
-        "below_radius": max(seen - found.emb_count, 0) if radius is not None else 0,
+        "below_radius": max(seen - found.candidates.get("vector", 0), 0) if radius is not None else 0,
         **(_nonzero(counts["by_life"]) or {}),
     }
     if not any(result.values()):
