@@ -1,4 +1,4 @@
-"""What context assembly (seed 002) and the retrieval agent (seed 003) add beyond the LLM.
+"""What context assembly (`POST /api/v3/agentic/context`) and the retrieval agent (`…/agent`) add beyond the LLM.
 
     python -m benchmarks.context_agent [--requests 40] [--delay 0] [--out DIR]
 

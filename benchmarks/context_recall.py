@@ -1,4 +1,4 @@
-"""How much of a question's evidence ``POST /context`` hands the caller's LLM (seed 002), side by side per code.
+"""How much of a question's evidence ``POST /api/v3/agentic/context`` hands the caller's LLM, side by side per code.
 
     python -m benchmarks.context_recall [--code worktree] [--code REF ...] [--limit-conversations N] [--out DIR]
 

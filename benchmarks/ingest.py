@@ -67,7 +67,7 @@ GOALS = {"intake_16_msg_per_s": 1000, "intake_16_p95_ms": 100, "formation_msg_pe
 
 
 def message(group: str, client: int, i: int, start: datetime) -> dict:
-    """A chat message about as long as the seed's ("Let's discuss the technical approach for the new
+    """A chat message about as long as the API's own example ("Let's discuss the technical approach for the new
     feature today": 11 words); formation embeds every message, so length is what costs."""
     words = " ".join(WORDS[(i * 7 + k * 3 + client) % len(WORDS)] for k in range(WORDS_PER_MESSAGE))
     return {
