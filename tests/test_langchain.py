@@ -179,4 +179,4 @@ def test_memsys_imports_without_langchain():
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
-    assert "pip install 'langchain-core" in run.stdout and langchain_core.__version__ == "1.8.3"
+    assert "pip install 'memsys-client[langchain]'" in run.stdout and langchain_core.__version__ == "1.8.3"

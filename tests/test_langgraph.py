@@ -279,4 +279,4 @@ def test_memsys_imports_without_langgraph():
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
-    assert "pip install 'langgraph" in run.stdout and langgraph.version.__version__ == "1.2.24"
+    assert "pip install 'memsys-client[langgraph]'" in run.stdout and langgraph.version.__version__ == "1.2.24"

@@ -245,4 +245,4 @@ def test_memsys_imports_without_llamaindex():
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
-    assert "pip install llama-index-core" in run.stdout and llama_index.core.__version__ == "0.14.25"
+    assert "pip install 'memsys-client[llamaindex]'" in run.stdout and llama_index.core.__version__ == "0.14.25"

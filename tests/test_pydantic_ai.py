@@ -233,4 +233,4 @@ def test_memsys_imports_without_pydantic_ai():
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
-    assert "pip install 'pydantic-ai-slim" in run.stdout and pydantic_ai.__version__ == "2.68.0"
+    assert "pip install 'memsys-client[pydantic-ai]'" in run.stdout and pydantic_ai.__version__ == "2.68.0"

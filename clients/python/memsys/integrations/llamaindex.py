@@ -9,7 +9,7 @@ engines, and a memory block that gives ``llama_index.core.memory.Memory`` a long
     block = MemsysMemoryBlock(client=memsys, user_id="alice")
     memory = Memory.from_defaults(session_id="chat-42", memory_blocks=[block])  # llama_index.core.memory
 
-Importing this module imports llama-index-core (``pip install llama-index-core``); ``memsys`` and
+Importing this module imports llama-index-core (``pip install 'memsys-client[llamaindex]'``); ``memsys`` and
 ``memsys.client`` never do.
 """
 
@@ -27,7 +27,9 @@ try:
     from llama_index.core.memory import BaseMemoryBlock
     from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 except ImportError as exc:  # pragma: no cover - the message is the point
-    raise ImportError("memsys.integrations.llamaindex needs llama-index-core: pip install llama-index-core") from exc
+    raise ImportError(
+        "memsys.integrations.llamaindex needs llama-index-core: pip install 'memsys-client[llamaindex]'"
+    ) from exc
 
 from memsys.client import AsyncMemsys, Memsys
 from memsys.models import (

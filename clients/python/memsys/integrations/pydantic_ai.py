@@ -12,7 +12,7 @@
 A refusal of memsys (a 400 naming the field, a 413, a 429 or 503 after the client's retries, no answer) reaches
 the model as a failed tool result, so it can answer without memory; a 401 or 403 is the application's key, not
 the model's doing, and fails the run. Importing this module imports pydantic-ai (``pip install
-pydantic-ai-slim``); ``memsys`` and ``memsys.client`` never do.
+'memsys-client[pydantic-ai]'``); ``memsys`` and ``memsys.client`` never do.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from typing import Any, Literal
 try:
     from pydantic_ai import FunctionToolset, ToolFailed
 except ImportError as exc:  # pragma: no cover - the message is the point
-    raise ImportError("memsys.integrations.pydantic_ai needs pydantic-ai: pip install 'pydantic-ai-slim>=2'") from exc
+    raise ImportError(
+        "memsys.integrations.pydantic_ai needs pydantic-ai: pip install 'memsys-client[pydantic-ai]'"
+    ) from exc
 
 import anyio.to_thread
 

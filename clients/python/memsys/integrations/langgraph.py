@@ -16,7 +16,8 @@ The mapping (docs/integrations/langgraph.md):
   metadata whose ``user_details[user].extra`` keeps the value exactly, with its times. One group per item is
   what lets one item be replaced or deleted: memsys forgets whole groups, not single messages.
 
-Importing this module imports langgraph (``pip install langgraph``); ``memsys`` and ``memsys.client`` never do.
+Importing this module imports langgraph (``pip install 'memsys-client[langgraph]'``); ``memsys`` and
+``memsys.client`` never do.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ try:
     # InMemoryStore's own matching, so that a filter or a namespace condition means here what it means there.
     from langgraph.store.memory import _compare_values, _does_match
 except ImportError as exc:  # pragma: no cover - the message is the point
-    raise ImportError("memsys.integrations.langgraph needs langgraph: pip install 'langgraph>=1.0'") from exc
+    raise ImportError("memsys.integrations.langgraph needs langgraph: pip install 'memsys-client[langgraph]'") from exc
 
 from memsys import operations
 from memsys.client import AsyncMemsys, Memsys

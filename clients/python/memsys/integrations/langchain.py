@@ -8,7 +8,7 @@ history that memorizes each message.
     retriever = MemsysRetriever(client=memsys, user_id="alice", data_source="event_log")
     history = MemsysChatMessageHistory(client=memsys, session_id="chat-42", user_id="alice")
 
-Importing this module imports langchain-core (``pip install langchain-core``); ``memsys`` and
+Importing this module imports langchain-core (``pip install 'memsys-client[langchain]'``); ``memsys`` and
 ``memsys.client`` never do.
 """
 
@@ -26,7 +26,9 @@ try:
     from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage
     from langchain_core.retrievers import BaseRetriever
 except ImportError as exc:  # pragma: no cover - the message is the point
-    raise ImportError("memsys.integrations.langchain needs langchain-core: pip install 'langchain-core>=1.0'") from exc
+    raise ImportError(
+        "memsys.integrations.langchain needs langchain-core: pip install 'memsys-client[langchain]'"
+    ) from exc
 
 from pydantic import Field, model_validator
 
