@@ -7,10 +7,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from app.retrieval.schemas import ScopedSearchRequest
-from app.validation import Identifier, NonBlankText, Text
+from app.validation import Identifier, NonBlankText, RequestModel, Text
 
 
-class LLMConfigIn(BaseModel):
+class LLMConfigIn(RequestModel):
     """Overrides the server's LLM settings for this request only; the key is never logged or stored."""
 
     api_key: Text | None = None

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.retrieval.schemas import ScopedSearchRequest
-from app.validation import Identifier, NonBlankText, Text
+from app.validation import Identifier, NonBlankText, RequestModel, Text
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(RequestModel):
     """An OpenAI-style chat message; an assistant's ``tool_calls`` and a tool reply's ``tool_call_id`` kept."""
-
-    model_config = ConfigDict(extra="ignore")
 
     role: Role
     content: Text | None = None
@@ -27,7 +25,7 @@ class ChatMessage(BaseModel):
         return self.model_dump(exclude_none=True)
 
 
-class SemanticSection(BaseModel):
+class SemanticSection(RequestModel):
     """[2] Retrieved knowledge: atomic facts (event log) and semantic memories at least ``min_score`` similar by
     cosine, ranked by hybrid search (rrf)."""
 
@@ -43,7 +41,7 @@ class SemanticSection(BaseModel):
     max_tokens: int = Field(default=2000, ge=0, le=1_000_000)
 
 
-class EpisodeSection(BaseModel):
+class EpisodeSection(RequestModel):
     """[3] Episode snippets: the episodes hybrid search ranks first."""
 
     enabled: bool = True

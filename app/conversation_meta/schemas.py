@@ -9,16 +9,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, Field, field_validator
 
 from app.text.timeparse import parse_iso_datetime
-from app.validation import Identifier, Text
+from app.validation import Identifier, RequestModel, Text
 
 
-class UserDetail(BaseModel):
+class UserDetail(RequestModel):
     full_name: Identifier = Field(min_length=1)
     role: Identifier
     extra: dict[str, Any] | None = None
 
 
-class ConversationMetaRequest(BaseModel):
+class ConversationMetaRequest(RequestModel):
     version: Identifier = Field(min_length=1)
     scene: Identifier = Field(min_length=1, description="Any non-empty scene: group_chat, assistant, companion, ...")
     scene_desc: Text | dict[str, Any] = Field(description="A description, or an object (upstream's demos send one)")

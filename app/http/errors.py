@@ -8,6 +8,8 @@ carries a stack trace or SQL; the log has them.
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from litestar import Request, Response
@@ -18,6 +20,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.errors import MemsysError
+from app.validation import UNKNOWN
 
 log = logging.getLogger(__name__)
 
@@ -47,22 +50,48 @@ def envelope(
     )
 
 
+MAX_FIELDS_NAMED = 10
+"""A request with more wrong fields than this names the first ones and counts the rest."""
+_UNION_MEMBER = re.compile(r"str|int|float|bool|list|dict|none|[\w-]+\[.*\]")
+
+
 def describe_validation_error(error: ValidationError) -> str:
-    """One sentence naming the first wrong field, e.g. 'Missing required field: message_id'."""
-    first = error.errors()[0]
-    kind = first.get("type", "")
-    return _field_message([str(part) for part in first.get("loc", ())], first.get("msg", "invalid value"), kind)
+    """Every wrong field, each in one clause: 'Missing required field: sender; Invalid field top_k: …'."""
+    return _clauses(
+        _field_message([str(part) for part in item.get("loc", ())], item.get("msg", "invalid value"), item["type"])
+        for item in error.errors()
+    )
+
+
+def _clauses(clauses: Iterable[str]) -> str:
+    """One clause per field: a value that fits none of a union's members says what each wanted, once."""
+    by_field: dict[str, str] = {}
+    for clause in clauses:
+        head, _, said = clause.partition(": ")
+        if not head.startswith("Invalid field "):
+            by_field.setdefault(clause, clause)
+        elif head not in by_field:
+            by_field[head] = clause
+        elif said not in by_field[head]:
+            by_field[head] += f", or {said}"
+    named = list(by_field.values())
+    message = "; ".join(named[:MAX_FIELDS_NAMED])
+    return message + (f"; and {len(named) - MAX_FIELDS_NAMED} more" if len(named) > MAX_FIELDS_NAMED else "")
 
 
 def _field_message(loc: list[str], message: str, kind: str = "") -> str:
     of_key = loc[-1:] == ["[key]"]  # a dict key is wrong: name the dict, not the (client-sized) key
     if of_key:
         loc = loc[:-2]
+    if len(loc) > 1 and _UNION_MEMBER.fullmatch(loc[-1]):
+        loc = loc[:-1]  # pydantic names the union's member that refused the value: name the field
     field = ".".join(part if len(part) <= 64 else part[:64] + "…" for part in loc) or "body"
     if kind == "missing" or message == "Field required":
         return f"Missing required field: {field}"
-    if kind == "extra_forbidden":
-        return f"Unknown field: {field}"
+    if kind == "extra_forbidden" or message == "Extra inputs are not permitted" or message.startswith(UNKNOWN):
+        # RequestModel (app.validation) says which field was meant: "Unknown field (did you mean 'group_id'?)"
+        hint = message.removeprefix(UNKNOWN) if message.startswith(UNKNOWN) else ""
+        return f"{UNKNOWN} {field!r}{hint}"
     message = message.removeprefix("Value error, ")
     return f"Invalid field {field}: a key is invalid ({message})" if of_key else f"Invalid field {field}: {message}"
 
@@ -104,15 +133,15 @@ def handle_http_exception(request: Request, exc: HTTPException) -> Response:
 
 
 def _describe_litestar_validation(exc: ValidationException) -> str:
-    extra = exc.extra if isinstance(exc.extra, list) else []
-    for item in extra:
+    clauses = []
+    for item in exc.extra if isinstance(exc.extra, list) else []:
         if not isinstance(item, dict):
             continue
         key, message = item.get("key"), str(item.get("message", "invalid value")).removeprefix("Value error, ")
         if not key:
             return "Request body must be a JSON object" if "dictionary" in message else message
-        return _field_message(key.split("."), message)
-    return exc.detail or "Invalid request"
+        clauses.append(_field_message(key.split("."), message))
+    return _clauses(clauses) if clauses else exc.detail or "Invalid request"
 
 
 def handle_database_error(request: Request, exc: Exception) -> Response:

@@ -26,6 +26,7 @@ class MemoriesController(Controller):
     @get("", operation_id="listMemories", summary="List memories with filters, newest first, cursor pagination")
     async def list_memories(
         self,
+        request: Request,
         runtime: NamedDependency[Runtime],
         user_id: FromQuery[str | None] = None,
         group_id: FromQuery[str | None] = None,
@@ -35,15 +36,18 @@ class MemoriesController(Controller):
         limit: FromQuery[int] = 50,
         cursor: FromQuery[str | None] = None,
     ) -> Envelope[MemoryPage]:
-        query = MemoryListQuery(
-            user_id=user_id,
-            group_id=group_id,
-            memory_type=memory_type,
-            start_time=start_time,
-            end_time=end_time,
-            limit=limit,
-            cursor=cursor,
-        )
+        given = {
+            "user_id": user_id,
+            "group_id": group_id,
+            "memory_type": memory_type,
+            "start_time": start_time,
+            "end_time": end_time,
+            "limit": limit,
+            "cursor": cursor,
+        }
+        # A parameter the query does not know (groupId=…) is refused by name rather than listing every group's.
+        unknown = {name: value for name, value in request.query_params.items() if name not in given}
+        query = MemoryListQuery(**given, **unknown)
         page = await service.list_memories(runtime, query)
         return ok(f"Found {page.count} memories", page)
 

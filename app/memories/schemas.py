@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from app.text.timeparse import parse_day, parse_iso_datetime
-from app.validation import Identifier, Text
+from app.validation import Identifier, RequestModel, Text
 
 
-class MemoryListQuery(BaseModel):
+class MemoryListQuery(RequestModel):
     user_id: Identifier | None = None
     group_id: Identifier | None = None
     memory_type: Literal["episode", "event_log", "semantic_memory"] | None = None
@@ -31,10 +31,8 @@ class MemoryPage(BaseModel):
     next_cursor: str | None = Field(description="Pass as cursor for the next page; null on the last page")
 
 
-class MemoryPatch(BaseModel):
+class MemoryPatch(RequestModel):
     """PATCH /api/v3/agentic/memories/{memory_id}: what a correction may change; fields left out stay as they are."""
-
-    model_config = ConfigDict(extra="forbid")
 
     content: Text | None = Field(
         default=None,

@@ -8,10 +8,10 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from app.text.timeparse import parse_iso_datetime
-from app.validation import Identifier, Text
+from app.validation import Identifier, RequestModel, Text
 
 
-class MemorizeRequest(BaseModel):
+class MemorizeRequest(RequestModel):
     group_id: Identifier | None = Field(
         default=None, description="Without it the message joins the sender's personal stream"
     )
@@ -86,7 +86,7 @@ class MemorizeResult(BaseModel):
     )
 
 
-class FlushRequest(BaseModel):
+class FlushRequest(RequestModel):
     group_id: Identifier | None = Field(default=None, description="The group whose open MemCell closes now")
     sender: Identifier | None = Field(default=None, description="For a personal stream (no group_id): its sender")
 

@@ -8,14 +8,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from app.text.timeparse import parse_day, parse_iso_datetime
-from app.validation import Identifier, Text
+from app.validation import Identifier, RequestModel, Text
 
 RetrievalMode = Literal["rrf", "embedding", "bm25"]
 DataSource = Literal["episode", "event_log", "semantic_memory", "profile"]
 MemoryScope = Literal["all", "personal", "group"]
 
 
-class ScopedSearchRequest(BaseModel):
+class ScopedSearchRequest(RequestModel):
     """The filters every retrieval request shares (lightweight and agentic); ``data_source`` is declared by
     each request with the sources it accepts. Rules between fields: ``app.retrieval.service.validate``."""
 
