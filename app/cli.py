@@ -78,12 +78,20 @@ def main(argv: list[str] | None = None) -> int:
         )
     args = parser.parse_args(argv)
 
-    settings = Settings()
     verbose = getattr(args, "verbose", False)
-    logs.configure(settings.log_level, verbose=verbose)
-    _import_uncollected(STARTUP_MODULES[args.command])
     try:
+        settings = Settings()
+        logs.configure(settings.log_level, verbose=verbose)
+        _import_uncollected(STARTUP_MODULES[args.command])
         return _run(args, settings, verbose)
+    except Exception as exc:
+        from app.startup_errors import explain  # only on the way out: the commands' start stays light
+
+        message = explain(exc)
+        if message is None or verbose:
+            raise
+        print(f"memsys {args.command}: {message}", file=sys.stderr)
+        return 2
     finally:
         gc.freeze()  # no last collection walking every object as the interpreter ends (half a second)
 
@@ -152,8 +160,12 @@ def _serve(settings: Settings, host: str, port: int, verbose: bool) -> int:
     # the embedding worker process cleanly (a process killed by the signal leaves "leaked semaphore" warnings)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     settings = settings.model_copy(update={"host": host, "port": port})
-    uvicorn.run(
-        create_app(settings),
+    listening = _bound(host, port)  # before anything starts: a port in use is said at once, and nothing runs
+    failed: list[BaseException] = []
+    if not verbose:  # a failure memsys explains is said once, by main, without uvicorn's traceback of it
+        logging.getLogger("uvicorn.error").addFilter(lambda record: not failed)
+    config = uvicorn.Config(
+        create_app(settings, startup_failed=failed.append),
         host=host,
         port=port,
         log_config=None,  # app.logs configured logging; the app logs its own start line
@@ -162,7 +174,30 @@ def _serve(settings: Settings, host: str, port: int, verbose: bool) -> int:
         http=header_deadline_protocol(settings.header_timeout_seconds),
         limit_concurrency=settings.max_connections,
     )
+    try:
+        uvicorn.Server(config).run(sockets=[listening])
+    except SystemExit:  # uvicorn's answer to a failed start-up
+        if failed:
+            raise failed[0] from None
+        raise
     return 0
+
+
+def _bound(host: str, port: int):
+    """A socket bound to ``host:port`` (uvicorn listens on it), or a StartupError saying why it cannot be."""
+    import socket
+
+    from app.startup_errors import bind_error
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise bind_error(host, port, exc) from exc
+    return listening
 
 
 def _worker(settings: Settings, concurrency: int) -> int:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import asynccontextmanager
 
 import anyio
@@ -46,19 +46,35 @@ from app.transfer.endpoints import ExportController
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> Litestar:
+@contextlib.contextmanager
+def _told(listener: Callable[[BaseException], None] | None) -> Iterator[None]:
+    """Tell ``listener`` of an exception raised inside, and let it go on."""
+    try:
+        yield
+    except Exception as exc:
+        if listener is not None:
+            listener(exc)
+        raise
+
+
+def create_app(
+    settings: Settings | None = None, *, startup_failed: Callable[[BaseException], None] | None = None
+) -> Litestar:
+    """The app; ``startup_failed`` is told why start-up failed (``memsys serve`` says it without a traceback)."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
-        runtime = await anyio.to_thread.run_sync(build_runtime, settings)
+        with _told(startup_failed):
+            runtime = await anyio.to_thread.run_sync(build_runtime, settings)
         # The embedding model and the libraries leave half a million long-lived objects; a full garbage
         # collection walking them stopped the whole process for 0.3-0.6 s under load. Exempt them.
         gc.collect()
         gc.freeze()
         try:
-            async with runtime.engine.connect() as conn:
-                await refuse_open_anonymous(conn, settings.host, settings.allow_anonymous)
+            with _told(startup_failed):
+                async with runtime.engine.connect() as conn:
+                    await refuse_open_anonymous(conn, settings.host, settings.allow_anonymous)
             app.state.runtime = runtime
             app.state.key_cache = KeyCache(settings.key_cache_seconds)
             app.state.keys_watch = KeysWatch(runtime.service_url, app.state.key_cache.clear)
