@@ -21,7 +21,7 @@ from app.context.endpoints import ContextController
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.forget.endpoints import ForgetController
 from app.http.auth import KeyCache, authenticate
-from app.http.docs import PublicOperations, docs_asset, index, openapi_config
+from app.http.docs import ClosedModelSchemas, PublicOperations, docs_asset, index, openapi_config
 from app.http.errors import EXCEPTION_HANDLERS
 from app.http.health import health, live
 from app.http.json_body import MemsysRequest
@@ -133,6 +133,6 @@ def create_app(
         request_max_body_size=settings.max_body_bytes,
         template_config=template_config(),
         openapi_config=openapi_config(),
-        plugins=[PublicOperations()],
+        plugins=[PublicOperations(), ClosedModelSchemas()],
         logging_config=None,  # memsys's commands configure logging (app.logs); tests keep pytest's
     )
