@@ -1,6 +1,9 @@
 """Request shapes of the EverMemOS-compatible routes, as upstream's clients send them (``evermemos`` 0.3.13 for
-/api/v0, ``evermemos-mcp`` 0.5.7 and EverMemOS's own v1 for /api/v1). Unknown fields are ignored, as upstream
-ignores them; every string is bounded like memsys's own (``Identifier``, ``Text``)."""
+/api/v0, ``evermemos-mcp`` 0.5.7 and EverMemOS's own v1 for /api/v1). Unknown fields are ignored and types are
+lax, as upstream has them: ``evermemos-mcp`` sends fields memsys does not read (``async_mode``, ``current_time``,
+``include_metadata``, ``llm_custom_setting``…) and v0's reads come as query strings. One exception, ``V0Add``:
+v0's add is memorize, strict like it (docs/api.md, "Strict requests"). Every string is bounded like memsys's own
+(``Identifier``, ``Text``)."""
 
 from __future__ import annotations
 
@@ -85,6 +88,10 @@ class GroupPatch(BaseModel):
 
 
 class V0Add(MemorizeRequest):
+    """Strict like memorize (``RequestModel``): these are upstream's own fields for it (the SDK's
+    ``MemoryAddParams``), the only ones either client sends, and ``group_id`` misspelt would store the message in
+    another stream."""
+
     flush: bool = False
     role: Identifier | None = None
 
