@@ -14,23 +14,25 @@ returns the result model. Refusals raise ``memsys.errors.MemsysError`` subclasse
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 import httpx
 from tqdm import tqdm
 
-from memsys import models, operations
-from memsys.errors import ConnectionFailed, MemsysError, RequestTimeout, error_from_response
+from memsys import batch, models, operations
+from memsys.errors import ConnectionFailed, MemsysError, RateLimited, RequestTimeout, error_from_response
 from memsys.operations import Call, request_of
 from memsys.retries import RetryPolicy
 
 DEFAULT_BASE_URL = "http://127.0.0.1:1995"
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 Batch = Iterable[models.MemorizeRequest | dict[str, Any]]
+Retried = Callable[[MemsysError | httpx.TransportError], None]
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -97,6 +99,10 @@ class Memsys:
 
     def send(self, call: Call) -> Any:
         """One call, retried as ``self.retries`` says; its result, or a typed error."""
+        return self._send(call, self.retries)
+
+    def _send(self, call: Call, retries: RetryPolicy, retried: Retried | None = None) -> Any:
+        """``send`` with ``retries``; ``retried`` is told of each failed try that will be made again."""
         attempt = 0
         while True:
             try:
@@ -105,11 +111,13 @@ class Memsys:
                 )
                 return _answer(call, response)
             except (MemsysError, httpx.TransportError) as exc:
-                if not self.retries.should_retry(attempt, exc):
+                if not retries.should_retry(attempt, exc):
                     if isinstance(exc, httpx.TransportError):
                         raise _no_answer(exc) from exc
                     raise
-                time.sleep(self.retries.delay_s(attempt, exc))
+                if retried is not None:
+                    retried(exc)
+                time.sleep(retries.delay_s(attempt, exc))
                 attempt += 1
 
     def memorize(self, request: models.MemorizeRequest | dict | None = None, **fields: Any) -> models.MemorizeResult:
@@ -199,18 +207,20 @@ class Memsys:
         return self.send(operations.export_user(user_id))
 
     def memorize_conversation(
-        self, messages: Batch, *, concurrency: int = 8, progress: bool = True
+        self, messages: Batch, *, concurrency: int = batch.DEFAULT_CONCURRENCY, progress: bool = True
     ) -> list[models.MemorizeResult]:
-        """Memorize many messages, ``concurrency`` at a time, with a progress bar; the results in their order.
+        """Memorize many messages, at most ``concurrency`` at a time, with a progress bar; the results in their order.
 
-        The server orders a conversation by ``create_time``, so sending in parallel keeps its order. On the
-        first error the messages not sent yet are dropped and the error raised; calling again with the same
-        messages is safe (those stored answer ``duplicate``). The default 8 is one key's share of a default
-        server (64 slots × MEMSYS_TENANT_SHARE 0.125): more would only be answered 429 and retried."""
+        The server orders a conversation by ``create_time``, so sending in parallel keeps its order. A 429 (the
+        key over its share of the server) halves the requests in flight for a while and the message is sent again
+        after the server's Retry-After (``memsys.batch``); the bar counts the retries. The default 4 is half a key's
+        share of a default server. On the first error that is not retried the messages not sent yet are dropped and
+        the error raised; calling again with the same messages is safe (those stored answer ``duplicate``)."""
         requests = _requests(messages)
         results: list[models.MemorizeResult | None] = [None] * len(requests)
-        with ThreadPoolExecutor(max_workers=concurrency) as pool, _progress(len(requests), progress) as bar:
-            futures = {pool.submit(self.memorize, request): n for n, request in enumerate(requests)}
+        with _progress(len(requests), progress) as bar, ThreadPoolExecutor(max_workers=concurrency) as pool:
+            gate = batch.ThreadGate(batch.Pace(concurrency, bar))
+            futures = {pool.submit(self._memorize_paced, request, gate): n for n, request in enumerate(requests)}
             try:
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
@@ -220,6 +230,24 @@ class Memsys:
                     future.cancel()
                 raise
         return results  # type: ignore[return-value]
+
+    def _memorize_paced(self, request: models.MemorizeRequest, gate: batch.ThreadGate) -> models.MemorizeResult:
+        """One message of a batch, sent within the gate's window; after a 429, again after the Retry-After."""
+        retries = batch.BatchRetries.of(self.retries)
+        for attempt in itertools.count():
+            with gate.slot():
+                try:
+                    result = self._send(operations.memorize(request), retries, gate.refused)
+                except RateLimited as exc:
+                    refused = exc
+                else:
+                    gate.answered()
+                    return result
+            if not self.retries.should_retry(attempt, refused):
+                raise refused
+            gate.refused(refused)
+            time.sleep(self.retries.delay_s(attempt, refused))
+        raise AssertionError("unreachable")
 
 
 class AsyncMemsys:
@@ -249,6 +277,9 @@ class AsyncMemsys:
         await self._http.aclose()
 
     async def send(self, call: Call) -> Any:
+        return await self._send(call, self.retries)
+
+    async def _send(self, call: Call, retries: RetryPolicy, retried: Retried | None = None) -> Any:
         attempt = 0
         while True:
             try:
@@ -257,11 +288,13 @@ class AsyncMemsys:
                 )
                 return _answer(call, response)
             except (MemsysError, httpx.TransportError) as exc:
-                if not self.retries.should_retry(attempt, exc):
+                if not retries.should_retry(attempt, exc):
                     if isinstance(exc, httpx.TransportError):
                         raise _no_answer(exc) from exc
                     raise
-                await asyncio.sleep(self.retries.delay_s(attempt, exc))
+                if retried is not None:
+                    retried(exc)
+                await asyncio.sleep(retries.delay_s(attempt, exc))
                 attempt += 1
 
     async def memorize(
@@ -337,23 +370,39 @@ class AsyncMemsys:
         return await self.send(operations.export_user(user_id))
 
     async def memorize_conversation(
-        self, messages: Batch, *, concurrency: int = 8, progress: bool = True
+        self, messages: Batch, *, concurrency: int = batch.DEFAULT_CONCURRENCY, progress: bool = True
     ) -> list[models.MemorizeResult]:
-        """As ``Memsys.memorize_conversation``: at most ``concurrency`` requests in flight."""
+        """As ``Memsys.memorize_conversation``: at most ``concurrency`` requests in flight, fewer after a 429."""
         requests = _requests(messages)
         results: list[models.MemorizeResult | None] = [None] * len(requests)
-        slots = asyncio.Semaphore(concurrency)
 
-        async def one(n: int, request: models.MemorizeRequest, bar: tqdm) -> None:
-            async with slots:
-                results[n] = await self.memorize(request)
+        async def one(n: int, request: models.MemorizeRequest, gate: batch.TaskGate, bar: tqdm) -> None:
+            results[n] = await self._memorize_paced(request, gate)
             bar.update()
 
         with _progress(len(requests), progress) as bar:
+            gate = batch.TaskGate(batch.Pace(concurrency, bar))
             try:
                 async with asyncio.TaskGroup() as group:
                     for n, request in enumerate(requests):
-                        group.create_task(one(n, request, bar))
+                        group.create_task(one(n, request, gate, bar))
             except ExceptionGroup as failed:
                 raise failed.exceptions[0] from None
         return results  # type: ignore[return-value]
+
+    async def _memorize_paced(self, request: models.MemorizeRequest, gate: batch.TaskGate) -> models.MemorizeResult:
+        retries = batch.BatchRetries.of(self.retries)
+        for attempt in itertools.count():
+            async with gate.slot():
+                try:
+                    result = await self._send(operations.memorize(request), retries, gate.refused)
+                except RateLimited as exc:
+                    refused = exc
+                else:
+                    await gate.answered()
+                    return result
+            if not self.retries.should_retry(attempt, refused):
+                raise refused
+            gate.refused(refused)
+            await asyncio.sleep(self.retries.delay_s(attempt, refused))
+        raise AssertionError("unreachable")
