@@ -233,7 +233,19 @@ def run_example(code: str, server: ServerProcess, key: str) -> str:
 
 
 def test_the_docs_example_runs_as_written(server, keys, database_url):
-    key = create_key(database_url, "docs")  # a tenant of its own: the example's ids are its own
+    """Run as by a user who has just done the README's walk-through with the same key: its messages m1-m3 of the
+    conversation "dinner" are stored already, and the example's own are stored too, not answered duplicate."""
+    key = create_key(database_url, "docs")
+    with Memsys(server.base_url, api_key=key) as client:
+        for n, (sender, content) in enumerate(
+            [
+                ("alice", "I am vegetarian, and allergic to peanuts."),
+                ("bob", "Noted! Then dinner at the Thai place on Friday at 7pm?"),
+                ("alice", "Yes, Friday at 7pm works for me."),
+            ]
+        ):
+            walkthrough = {"group_id": "dinner", "message_id": f"m{n + 1}", "sender": sender, "content": content}
+            client.memorize(**walkthrough, create_time=START + timedelta(minutes=n))
     output = run_example(docs_example("python-client.md", "python-client"), server, key).splitlines()
     assert output[0] == "['accumulated', 'accumulated']"
     assert any("allergic to peanuts" in line for line in output[1:4])
