@@ -193,7 +193,9 @@ class Settings(BaseSettings):
     the model is exported once into ~/.cache/memsys/onnx), ONNX Runtime with int8 weights (``onnx-int8``: ~2.2x
     faster again, vectors within ~0.01 cosine of the full model's, so they share its name and its stored vectors;
     int8 queries measured and dropped: LoCoMo 0.768 / 0.903 @512 / @2048 against 0.766 / 0.905), or torch. A model
-    other than a transformer with mean pooling always runs on torch."""
+    other than a transformer with mean pooling always runs on torch. torch (and sentence-transformers) is installed
+    only with the ``torch`` extra (``pip install 'memsys[torch]' torch==2.13.0``); without it the ONNX runtimes run
+    BERT encoders with a tokenizer.json (the bundled model's kind), and memsys refuses to start on anything else."""
     embedding_memory_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx-int8"
     """How the local model embeds memories as formation writes them (and ``memsys reembed``). int8 by default: a
     memory's vector is most of formation's CPU, int8 weights cost 2.1x less per text, and queries (from
