@@ -168,10 +168,12 @@ lifecycle_hidden AS MATERIALIZED (
 -- Messages stored but not yet formed into memories (read your writes): the intake worker gave each its vector
 -- and BM25 text (app/memorize/searchable.py); they are candidates of both legs, under the request's filters
 -- (the sender as user_id, the create_time as timestamp), until the transaction that forms them marks them
--- processed. Their ids are the messages' bigint ids written as a uuid of sixteen leading zeros,
--- which no memory id (a version-4 uuid) can be; weighted carries the row of each that ranks (message_row).
+-- processed. Their ids are version-8 uuids made from the message's row id (the MD5 of 'message:<id>' with the
+-- version digit and the variant's set to 8): stable while the message waits, and never a memory's id (a version-4 uuid); weighted
+-- carries the row of each that ranks (message_row).
 pending_messages AS MATERIALIZED (
-    SELECT p.id, CAST(lpad(to_hex(p.id), 32, '0') AS uuid) AS uid, p.sender, p.embedding, p.embedding_model,
+    SELECT p.id, CAST(overlay(overlay(md5('message:' || p.id) PLACING '8' FROM 13 FOR 1) PLACING '8' FROM 17 FOR 1) AS uuid)
+               AS uid, p.sender, p.embedding, p.embedding_model,
            p.doc_len, p.tsv
     FROM messages p
     WHERE CAST(:include_pending AS boolean)
@@ -529,7 +531,8 @@ bm25_candidates AS (SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS integer) AS do
 -- Why an answer came back short (fewer than top_k): how many memories of the searched type the request's
 -- filters left out, by filter. outside_time_range: in the request's scope, outside its time range (or not valid
 -- on current_time); in_filters: passing both (the vector leg saw those, so the ones it did not return were below
--- radius); other_scopes: in the time range, of other users or groups. Bounded twice, so that a short answer costs
+-- radius); other_scopes: in the time range, of other users or groups; not_yet_embedded: messages of the scope not
+-- yet formed and without a vector. Bounded twice, so that a short answer costs
 -- little in a large tenant (most are answers in a small scope): the scope's counts read at most :count_limit of the
 -- scope's memories (from the user's or the group's index; counted says how many); other_scopes stops at
 -- :others_limit and reads at most :count_limit memories of the tenant's type to find them, from migration 0021's
@@ -579,7 +582,26 @@ others AS (
         WHERE other AND in_time
         LIMIT :others_limit
     ) found
+),
+-- Messages of the scope stored but without a vector of the query's model yet (the intake worker has not reached
+-- them, or the model is still loading): keyword search finds them, the vector leg not yet.
+unembedded AS (
+    SELECT count(*) AS not_yet_embedded
+    FROM (
+        SELECT 1
+        FROM messages p
+        WHERE CAST(:include_pending AS boolean)
+          AND p.tenant_id = :tenant_id
+          AND p.status = 'pending'
+          AND (p.embedding IS NULL OR p.embedding_model IS DISTINCT FROM :embedding_model)
+          AND (CAST(:user_id AS text) IS NULL OR p.sender = :user_id)
+          AND (CAST(:group_id AS text) IS NULL OR p.group_id = :group_id)
+          AND p.create_time >= :time_from AND p.create_time < :time_to
+        LIMIT :count_limit
+    ) waiting
 )
-SELECT s.outside_time_range, o.other_scopes, s.in_filters, s.counted, (SELECT to_jsonb(h) FROM life h) AS by_life
+SELECT s.outside_time_range, o.other_scopes, s.in_filters, s.counted, u.not_yet_embedded,
+       (SELECT to_jsonb(h) FROM life h) AS by_life
 FROM scoped s
-CROSS JOIN others o;
+CROSS JOIN others o
+CROSS JOIN unembedded u;

@@ -162,6 +162,14 @@ def client(settings: Settings, database_url: str) -> Iterator[TestClient]:
         yield client
 
 
+def until_ready(client, timeout_s: float = 60.0) -> None:
+    """Wait until ``/health`` answers 200 (an app just started: its embedding model loads in the background)."""
+    deadline = time.monotonic() + timeout_s
+    while client.get("/health").status_code != 200:
+        assert time.monotonic() < deadline, client.get("/health").json()
+        time.sleep(0.1)
+
+
 def run_memsys(database_url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The ``memsys`` command (app.cli) run as a user runs it, on ``database_url`` (migrated on start)."""
     environment = {**os.environ, **process_env(database_url), "MEMSYS_MIGRATE_ON_START": "true", **(env or {})}
@@ -209,7 +217,8 @@ class ServerProcess:
         self.log.seek(0)
         return self.log.read().decode(errors="replace")
 
-    def start(self, timeout: float = 60.0) -> None:
+    def launch(self) -> None:
+        """Start the process, without waiting for anything."""
         arguments = ["serve", "--port", str(self.port)] if self.command == "serve" else [self.command]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", *arguments],
@@ -218,6 +227,10 @@ class ServerProcess:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the process; a server, until ``/health`` says it is ready."""
+        self.launch()
         if self.command != "serve":
             return
         deadline = time.monotonic() + timeout

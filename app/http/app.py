@@ -23,7 +23,7 @@ from app.forget.endpoints import ForgetController
 from app.http.auth import KeyCache, authenticate
 from app.http.docs import ClosedModelSchemas, PublicOperations, docs_asset, index, openapi_config
 from app.http.errors import EXCEPTION_HANDLERS
-from app.http.health import health, live
+from app.http.health import Readiness, health, live
 from app.http.json_body import MemsysRequest
 from app.http.limits import RequestLimit
 from app.http.metrics import Gauges, metrics
@@ -80,6 +80,7 @@ def create_app(
             app.state.keys_watch = KeysWatch(runtime.service_url, app.state.key_cache.clear)
             app.state.inspector_sessions = InspectorSessions()
             app.state.gauges = Gauges(settings.metrics_refresh_seconds)
+            app.state.readiness = Readiness()
             _, app.state.mcp_sessions = build_http(settings.host)
             async with runtime.kept_alive(), queue.open_queue(runtime.service_url), app.state.mcp_sessions.run():
                 workers = (
@@ -89,12 +90,14 @@ def create_app(
                 if log.isEnabledFor(logging.INFO):
                     log.info(await start_line(runtime))
                 keys_watch = asyncio.create_task(app.state.keys_watch.run())
+                readiness = asyncio.create_task(app.state.readiness.watch(runtime))
                 try:
                     yield
                 finally:
-                    keys_watch.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await keys_watch
+                    for watch in (keys_watch, readiness):
+                        watch.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await watch
                     if workers is not None:
                         await queue.stop_workers(workers)
 

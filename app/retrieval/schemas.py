@@ -130,7 +130,8 @@ class RetrievalMetadata(BaseModel):
     hidden: dict[str, int] | None = Field(
         default=None,
         description="Only when fewer than top_k memories came back and filters left some out: how many, by filter "
-        "(outside_time_range, other_scopes up to 100, below_radius; counted_up_to when the scope's counts stopped "
+        "(outside_time_range; other_scopes up to 100, when the scope holds none; not_yet_embedded, messages of the "
+        "scope stored but without a vector yet; below_radius; counted_up_to when the scope's counts stopped "
         "early); and, whenever the scope holds any, the memories hidden by their life: superseded, deleted, expired",
     )
 

@@ -366,8 +366,9 @@ async def hidden(
     runtime: Runtime, filters: SearchFilters, *, radius: float | None, found: SearchResult
 ) -> dict[str, int] | None:
     """What the filters left out of a short answer, by filter: ``outside_time_range`` (in scope, outside the
-    time range or not valid on the day), ``other_scopes`` (in the time range, another user's or group's),
-    ``below_radius`` (passing both, less similar than ``radius``); None when nothing was left out."""
+    time range or not valid on the day), ``other_scopes`` (in the time range, another user's or group's, when the
+    scope holds nothing), ``below_radius`` (passing both, less similar than ``radius``), ``not_yet_embedded`` (the
+    scope's messages not yet formed that the vector leg cannot see yet); None when nothing was left out."""
     parameters = repository.search_parameters(
         tenant=runtime.tenant,
         mode="embedding",
@@ -385,7 +386,9 @@ async def hidden(
     seen = min(counts["in_filters"], leg_limit)
     result = {
         "outside_time_range": counts["outside_time_range"],
-        "other_scopes": counts["other_scopes"],
+        # Other users' or groups' memories are worth a word only when this scope holds none: a wrong id, likely.
+        "other_scopes": counts["other_scopes"] if counts["counted"] == 0 else 0,
+        "not_yet_embedded": counts["not_yet_embedded"],
         "below_radius": max(seen - found.candidates.get("vector", 0), 0) if radius is not None else 0,
         **(_nonzero(counts["by_life"]) or {}),
     }
@@ -412,6 +415,11 @@ def hidden_advice(hidden: dict[str, int], memory_type: str, time_range_days: int
         )
     if hidden.get("below_radius"):
         parts.append(f"{hidden['below_radius']} are less similar than radius={radius}: lower it or leave it out")
+    if hidden.get("not_yet_embedded"):
+        parts.append(
+            f"{hidden['not_yet_embedded']} messages of this scope are stored but not yet searchable by meaning (their "
+            "vectors are being made; keyword search finds them already): ask again in a few seconds"
+        )
     if hidden.get("superseded"):
         parts.append(f"{hidden['superseded']} were superseded by newer memories: include_superseded=true shows them")
     if hidden.get("deleted"):
