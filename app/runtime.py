@@ -56,6 +56,13 @@ class Runtime:
     """Search statements running at once (one per pooled connection), of which one API key runs at most its
     ``MEMSYS_TENANT_SHARE``: a key's wide searches queue behind each other, not in front of another key's."""
 
+    def formation_llm(self) -> LLMClient | None:
+        """The LLM formation uses: the server's own, when it has one and ``MEMSYS_FORMATION_LLM`` is ``server``;
+        None forms offline."""
+        if self.settings.formation_llm == "offline" or self.llm is None or not self.llm.configured:
+            return None
+        return self.llm
+
     def for_tenant(self, tenant: str) -> Runtime:
         """The same runtime (pool, providers) with every transaction in ``tenant``: services take this."""
         return dataclasses.replace(self, engine=scope.scoped(self.engine, tenant), tenant=tenant)

@@ -161,6 +161,10 @@ class Settings(BaseSettings):
     llm_allow_private_urls: bool = False
     """Let a request's ``llm_config.base_url`` reach loopback, private, link-local and other non-public
     addresses (a server on a trusted network, or tests); the server's own MEMSYS_LLM_BASE_URL is never checked."""
+    formation_llm: Literal["server", "offline"] = "server"
+    """Which LLM forms memories: ``server``, the server's LLM (MEMSYS_LLM_*) when one is configured, else the
+    offline path; ``offline``, always the offline path, while the proxy and agentic retrieval still use the
+    server's LLM."""
     llm_allow_client_model: bool = False
     """Let a request's ``llm_config.model`` alone (no key of its own) pick the model the server's key pays for;
     false: such a request is a 400 (one naming the server's MEMSYS_LLM_MODEL, or bringing its key, is accepted)."""
@@ -313,6 +317,14 @@ class Settings(BaseSettings):
     proxy_max_answer_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     """Largest upstream answer the proxy relays, a whole stream included (a larger one breaks off: 502, or an
     error event in the stream)."""
+    proxy_assistant_id: Annotated[str, Field(min_length=1, max_length=128)] = "assistant"
+    """The sender id the proxy files the LLM's answers under (role ``assistant``), in the user's own conversation
+    (or the request's group): never the user's."""
+    proxy_assistant_name: Annotated[str, Field(min_length=1, max_length=128)] = "assistant"
+    """The sender name of the proxy's stored answers (what transcripts and the inspector show)."""
+    proxy_forward_user: bool = False
+    """Send the request's ``user`` field on to the upstream LLM; false: memsys reads it (whose memories) and the
+    upstream never sees the user's id."""
 
     @property
     def llm_server_key(self) -> str | None:

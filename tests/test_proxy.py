@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import openai
+import psycopg
 import pytest
 
 from benchmarks.fake_llm import CHAT, FakeLLM, Recorded, Reply
@@ -61,6 +62,8 @@ def server(database_url: str, keys: dict[str, str], upstream: FakeLLM) -> Iterat
         "MEMSYS_LLM_MAX_TOKENS": "1000",
         "MEMSYS_PROXY_MAX_MESSAGES": "20",
         "MEMSYS_BOUNDARY_IDLE_SECONDS": "0",
+        # The proxy and agentic retrieval use the upstream; formation stays offline (no extraction prompt goes out).
+        "MEMSYS_FORMATION_LLM": "offline",
     }
     process = ServerProcess(env, cwd=Path(__file__).resolve().parent.parent)
     process.start(timeout=120)
@@ -81,8 +84,17 @@ def client(server: ServerProcess, key: str, **options: Any) -> openai.OpenAI:
 
 
 def proxied(upstream: FakeLLM) -> list[Recorded]:
-    """The upstream requests the proxy made (the formation worker's judge asks too)."""
-    return [r for r in upstream.chat_requests if "should_end" not in r.prompt]
+    """The upstream requests the proxy made: every one (formation is offline, MEMSYS_FORMATION_LLM)."""
+    return upstream.chat_requests
+
+
+def stored(database_url: str, text: str) -> list[tuple]:
+    """Each stored message holding ``text``: (stream kind, stream id, sender, sender name, role)."""
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(
+            "SELECT stream_kind, stream_id, sender, sender_name, role FROM messages WHERE content LIKE %s ORDER BY id",
+            (f"%{text}%",),
+        ).fetchall()
 
 
 def memorized(server: ServerProcess, key: str, user: str, query: str, expected: int, mode: str = "rrf") -> list[str]:
@@ -131,7 +143,7 @@ def completion(content: str, completion_id: str = "chatcmpl-scripted-1") -> dict
     }
 
 
-def test_a_turn_goes_out_with_the_users_memories_and_comes_back_unchanged(server, keys, upstream):
+def test_a_turn_goes_out_with_the_users_memories_and_comes_back_unchanged(server, keys, upstream, database_url):
     sent = completion("Noted: teal it is.")
     REPLIES["favourite colour is teal"] = Reply(json_body=sent)
     raw = client(server, keys["a"]).chat.completions.with_raw_response.create(
@@ -151,16 +163,22 @@ def test_a_turn_goes_out_with_the_users_memories_and_comes_back_unchanged(server
     assert request.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"  # the server's key, not the client's
     assert keys["a"] not in str(request.headers) and keys["a"] not in str(request.body)
     assert request.body["model"] == UPSTREAM_MODEL and request.body["max_tokens"] == 1000
-    assert request.body["temperature"] == 0.3 and request.body["user"] == "alice"
+    assert request.body["temperature"] == 0.3
+    assert "user" not in request.body  # whose memories is memsys's to know (MEMSYS_PROXY_FORWARD_USER)
     assert request.body["messages"] == [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "My favourite colour is teal"},
     ]  # nothing remembered yet: no memory message
     assert UPSTREAM_KEY not in raw.http_response.text and UPSTREAM_KEY not in str(raw.http_response.headers)
 
-    # The user's message and the answer are memorized, under alice, in tenant a only.
-    found = memorized(server, keys["a"], "alice", "favourite colour teal", expected=2, mode="embedding")
-    assert "alice: My favourite colour is teal" in found and "assistant: Noted: teal it is." in found
+    # The user's message and the answer are memorized in alice's conversation, each under its own speaker, in
+    # tenant a only: a search of alice's memories finds her words, not the assistant's as hers.
+    found = memorized(server, keys["a"], "alice", "favourite colour teal", expected=1, mode="embedding")
+    assert found == ["alice: My favourite colour is teal"]
+    assert stored(database_url, "teal") == [
+        ("personal", "alice", "alice", "alice", "user"),
+        ("personal", "alice", "assistant", "assistant", "assistant"),
+    ]
     assert memorized(server, keys["b"], "alice", "favourite colour teal", expected=0) == []
 
     # The next turn goes out with what was memorized, after the client's system prompt.
@@ -186,7 +204,7 @@ def test_a_turn_goes_out_with_the_users_memories_and_comes_back_unchanged(server
     assert "teal" not in proxied(upstream)[-1].prompt.lower()
 
 
-def test_a_streamed_answer_is_relayed_chunk_by_chunk_and_memorized(server, keys, upstream):
+def test_a_streamed_answer_is_relayed_chunk_by_chunk_and_memorized(server, keys, upstream, database_url):
     REPLIES["I adopted a cat named Miso"] = "What a lovely name for a cat!"
     stream = client(server, keys["a"], default_headers={"X-Memsys-User": "bob"}).chat.completions.create(
         model="gpt-4o-mini",
@@ -199,8 +217,10 @@ def test_a_streamed_answer_is_relayed_chunk_by_chunk_and_memorized(server, keys,
     assert text == "What a lovely name for a cat!" and len(chunks) > 5
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 2
     assert proxied(upstream)[-1].body["stream"] is True
-    found = memorized(server, keys["a"], "bob", "cat named Miso", expected=2)
-    assert "bob: I adopted a cat named Miso" in found and "assistant: What a lovely name for a cat!" in found
+    found = memorized(server, keys["a"], "bob", "cat named Miso", expected=1)
+    assert found == ["bob: I adopted a cat named Miso"]
+    assert [row[2:] for row in stored(database_url, "Miso")] == [("bob", "bob", "user")]
+    assert stored(database_url, "lovely name for a cat") == [("personal", "bob", "assistant", "assistant", "assistant")]
 
     # A retried request (the same conversation) stores the user's message once.
     REPLIES["I adopted a cat named Miso"] = "What a lovely name for a cat!"
@@ -327,3 +347,27 @@ def test_a_server_without_an_upstream_llm_refuses_the_proxy_for_good_not_for_a_r
     assert answer.headers.get("x-should-retry") != "true"
     error = answer.json()["error"]
     assert error["type"] == "permission_error" and "MEMSYS_LLM_API_KEY is not set" in error["message"]
+
+
+def test_formation_stays_offline_and_the_answer_is_the_assistants(server, keys, upstream, database_url):
+    """``MEMSYS_FORMATION_LLM=offline``: the proxy's upstream answers chats, formation asks it nothing. The formed
+    conversation gives alice her episode and profile; the assistant's answer is its own event-log entry (marked
+    an assistant's), with no episode or profile of its own."""
+    REPLIES["I moved to Lisbon"] = "Lisbon is lovely."
+    client(server, keys["a"]).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "I moved to Lisbon last month"}], user="erin"
+    )
+    flushed = httpx.post(
+        server.base_url + "/api/v3/agentic/flush", json={"sender": "erin"}, headers=bearer(keys["a"]), timeout=60
+    ).json()
+    assert flushed["result"]["status_info"] == "extracted", flushed
+    assert len(proxied(upstream)) == 1  # the chat only: no boundary judgement, no extraction
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT extraction_mode FROM memcells").fetchall() == [("offline",)]
+        memories = conn.execute(
+            "SELECT memory_type, user_id, metadata->>'assistant' FROM memories ORDER BY memory_type, user_id"
+        ).fetchall()
+        profiles = conn.execute("SELECT user_id FROM profiles").fetchall()
+    assert ("episode", "erin", None) in memories and not [m for m in memories if m[:2] == ("episode", "assistant")]
+    assert ("event_log", "assistant", "true") in memories and ("event_log", "erin", None) in memories
+    assert profiles == [("erin",)]

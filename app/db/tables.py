@@ -207,10 +207,13 @@ messages = Table(
     # The MD5 of the text its vector was made from (migration 0017): formation keeps the vector for the message's
     # event-log entry when the entry's text is the same.
     Column("embedding_text_md5", Text, nullable=True),
+    # Who spoke, as a chat API says it (migration 0025): formation reads an assistant's turn by it too.
+    Column("role", Text, nullable=True),
     _memcell_fk(),  # forget detaches a MemCell's messages and profiles before deleting it (migration 0010)
     UniqueConstraint("tenant_id", "stream_kind", "stream_id", "message_id"),
     CheckConstraint("stream_kind IN ('group', 'personal')", name="stream_kind"),
     CheckConstraint("status IN ('pending', 'processed')", name="status"),
+    CheckConstraint("role IN ('user', 'assistant', 'system', 'tool')", name="role"),
     Index(
         "ix_messages_pending",
         "tenant_id",

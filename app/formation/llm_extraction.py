@@ -152,7 +152,7 @@ def _memories(answer: llm_answers.ExtractionAnswer, cell: MemCell, context: Cont
             )
         )
     personal = {item.user_id: item for item in answer.personal_episodes if item.user_id in participants}
-    for user in cell.participants:
+    for user in context.owners(cell):
         item = personal.get(user)
         own = (
             {"title": item.title or episode["title"], "summary": item.summary, "content": item.content}
@@ -232,7 +232,7 @@ async def _profiles(
     system = prompts.PROFILE[language].format(
         fields=", ".join(fields), example=", ".join(f'"{name}": ...' for name in fields)
     )
-    before = {user: (previous.get(user) or {}).get("profile") or {} for user in cell.participants}
+    before = {user: (previous.get(user) or {}).get("profile") or {} for user in context.people(cell)}
     shown = {user: {k: v for k, v in p.items() if k != "keyword_counts"} for user, p in before.items()}
     user_prompt = (
         f"{conversation}\n\n{prompts.PREVIOUS_PROFILES_HEADER[language]}\n{json.dumps(shown, ensure_ascii=False)}"
@@ -243,7 +243,7 @@ async def _profiles(
     )
     from_llm = {item.user_id: item.fields() for item in answer.profiles if item.user_id in before}
     merged = {}
-    for user in cell.participants:
+    for user in context.people(cell):
         derived = profiles.derived_profile(user, cell, context, before[user])
         merged[user] = profiles.merged_llm_profile(derived, from_llm.get(user) or {}, context.scene)
     return merged

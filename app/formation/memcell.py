@@ -76,9 +76,24 @@ class Context:
     def role_of(self, user_id: str) -> str | None:
         return (((self.meta or {}).get("user_details") or {}).get(user_id) or {}).get("role")
 
-    def is_assistant(self, user_id: str) -> bool:
-        """An AI's turn, not a person's: a sender of ``ASSISTANT_SENDERS`` or with the role assistant."""
-        return user_id in ASSISTANT_SENDERS or (self.role_of(user_id) or "").lower() == "assistant"
+    def is_assistant(self, user_id: str, role: str | None = None) -> bool:
+        """An AI's turn, not a person's: a sender of ``ASSISTANT_SENDERS``, a message whose ``role`` is one of
+        them (migration 0025), or a sender with the role assistant in the conversation's meta."""
+        return (
+            user_id in ASSISTANT_SENDERS
+            or role in ASSISTANT_SENDERS
+            or (self.role_of(user_id) or "").lower() == "assistant"
+        )
+
+    def owners(self, cell: MemCell) -> list[str]:
+        """Whose own episode a MemCell gives: every participant of a group; in a personal stream, its owner only
+        (an assistant answering there is not a second owner)."""
+        return cell.participants if self.stream.group_id else [self.stream.id]
+
+    def people(self, cell: MemCell) -> list[str]:
+        """The participants who get a profile: not the assistants (by sender, role or meta)."""
+        assistants = {m["sender"] for m in cell.messages if self.is_assistant(m["sender"], m.get("role"))}
+        return [user for user in cell.participants if user not in assistants]
 
     def where(self, cell: MemCell) -> str:
         """The conversation's name as people say it."""

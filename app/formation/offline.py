@@ -82,7 +82,7 @@ def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[s
         "summary": summary(cell, context),
         "content": transcript(cell, context),
     }
-    owners: list[str | None] = [*([None] if group_id else []), *cell.participants]
+    owners: list[str | None] = [*([None] if group_id else []), *context.owners(cell)]
     entries = message_entries(cell, context)
     stated = _episode_facts(entries)
     more = any(entry.metadata.get("holds_more") for entry in entries)
@@ -107,7 +107,7 @@ def extract(cell: MemCell, context: Context, previous_profiles: dict[str, dict[s
     drafts += fact_memories(entries, context)
     new_profiles = {
         user: profiles.derived_profile(user, cell, context, (previous_profiles.get(user) or {}).get("profile"))
-        for user in cell.participants
+        for user in context.people(cell)
     }
     return Extraction("offline", drafts, new_profiles, profile_source="derived", topic_summary=None)
 
@@ -131,7 +131,7 @@ def message_entries(cell: MemCell, context: Context) -> list[Draft]:
             metadata={
                 "extraction": "offline",
                 "local_time": m["create_time"].astimezone(zone).isoformat(),
-                **({"assistant": True} if context.is_assistant(m["sender"]) else {}),
+                **({"assistant": True} if context.is_assistant(m["sender"], m.get("role")) else {}),
                 **_facts_of(m, context),
             },
             before=lines[max(0, i - CONTEXT_TURNS) : i],
@@ -149,7 +149,7 @@ def _facts_of(message: dict, context: Context) -> dict:
     """What a participant's message states about them (an assistant's states nothing about the user), as metadata:
     ``facts``, and ``holds_more`` when it says more than its facts (or, without facts, says anything of
     substance): supersession then marks its facts outdated but keeps the memory current."""
-    if context.is_assistant(message["sender"]):
+    if context.is_assistant(message["sender"], message.get("role")):
         return {}
     said = message["create_time"].isoformat()
     stated = [{**fact.as_json(), "at": said} for fact in facts.facts_of(message["sender"], message["content"])]

@@ -30,6 +30,7 @@ PENDING_COLUMNS = [
     messages.c.refer_list,
     messages.c.boundary_checked,
     messages.c.extract_attempts,
+    messages.c.role,
 ]
 
 

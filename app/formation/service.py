@@ -158,7 +158,7 @@ async def close_idle_streams(runtime: Runtime) -> int:
 async def form_again(runtime: Runtime, stream: Stream, cells: list[list[int]]) -> FormationOutcome:
     """Form each list of pending message ids (rows of ``messages``) into one MemCell, in order: the boundaries
     a MemCell had before some of its messages were forgotten. Ids no longer pending are skipped."""
-    llm = _server_llm(runtime)
+    llm = runtime.formation_llm()
     outcome = FormationOutcome()
     async with _stream_locked(runtime, stream) as conn:
         async with conn.begin():
@@ -177,11 +177,6 @@ async def form_again(runtime: Runtime, stream: Stream, cells: list[list[int]]) -
                 outcome.deferred = True
                 break
     return outcome
-
-
-def _server_llm(runtime: Runtime) -> LLMClient | None:
-    """The LLM formation uses: the server's own, when it has a key; None forms offline."""
-    return runtime.llm if runtime.llm is not None and runtime.llm.configured else None
 
 
 @asynccontextmanager
@@ -213,7 +208,7 @@ async def _release(conn: AsyncConnection, stream: Stream) -> None:
 
 
 async def _form(runtime: Runtime, conn: AsyncConnection, stream: Stream, *, flush: bool) -> FormationOutcome:
-    llm = _server_llm(runtime)
+    llm = runtime.formation_llm()
     rules = boundary.BoundaryRules.from_settings(runtime.settings)
     outcome = FormationOutcome()
     meta: dict[str, Any] | None = None

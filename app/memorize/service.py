@@ -19,11 +19,14 @@ from app.text.timeparse import in_zone
 from app.text.tokenize import search_tokens
 
 
-async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, MemorizeResult]:
+async def memorize(
+    runtime: Runtime, request: MemorizeRequest, *, stream: Stream | None = None, role: str | None = None
+) -> tuple[str, MemorizeResult]:
     """Store the message and defer its stream's formation job, in one transaction; workers form.
 
     Returns the human-readable message and the result. A duplicate ``(stream, message_id)`` stores
-    nothing and reports ``duplicate``.
+    nothing and reports ``duplicate``. ``stream``: another stream than the request's own (the proxy files an
+    assistant's answer in its user's personal stream); ``role``: who spoke (``user``, ``assistant``, …).
     """
     size = len(request.content.encode("utf-8"))
     if size > runtime.settings.max_content_bytes:
@@ -31,8 +34,8 @@ async def memorize(runtime: Runtime, request: MemorizeRequest) -> tuple[str, Mem
             f"Field content is {size} bytes; the limit is {runtime.settings.max_content_bytes} "
             "(MEMSYS_MAX_CONTENT_BYTES)"
         )
-    stream = Stream.of(request.group_id, request.sender)
-    row = request.model_dump(mode="python")
+    stream = stream or Stream.of(request.group_id, request.sender)
+    row = request.model_dump(mode="python") | {"role": role}
     # Its BM25 text now (well under a millisecond, off the loop all the same): keyword search finds the message
     # from the moment memorize answers; the intake worker adds its vector (``app.memorize.searchable``).
     text = message_text(request.sender_name, request.content)

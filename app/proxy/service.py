@@ -10,8 +10,10 @@
    ``[DONE]``), store-only, as every memorize (workers form memories). An answer that failed or broke off
    memorizes nothing. Ids are derived from the conversation, so a retried request stores nothing twice.
 
-Without a group the turn joins the user's personal stream (the answer with ``sender_name`` ``assistant``);
-with one, that group's stream with the answer from sender ``assistant``.
+The turn joins the request's group, or without one the user's personal stream; the user's message is the
+user's (role ``user``), the answer the assistant's (``MEMSYS_PROXY_ASSISTANT_ID`` / ``…_NAME``, role
+``assistant``) in the same conversation. The request's ``user`` says whose memories; it goes on to the upstream
+only with ``MEMSYS_PROXY_FORWARD_USER``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import httpx
 from app.context import service as context
 from app.context.schemas import ContextRequest, EpisodeSection, SemanticSection
 from app.errors import Forbidden, InvalidParameter, MemsysError, PayloadTooLarge
+from app.formation.streams import Stream
 from app.memorize import service as memorize
 from app.memorize.schemas import MemorizeRequest
 from app.proxy import sse, upstream
@@ -41,7 +44,6 @@ from app.validation import check_identifier
 
 log = logging.getLogger(__name__)
 
-ASSISTANT = "assistant"
 MEMORY_PREAMBLE = (
     "Memories of this user from earlier conversations (memsys). Use them when they are relevant; do not "
     "mention them otherwise.\n\n"
@@ -157,6 +159,8 @@ async def _memory_message(runtime: Runtime, turn: Turn) -> dict[str, str] | None
 
 def _upstream_body(settings: Settings, request: ChatCompletionRequest, memory: dict[str, str] | None) -> dict[str, Any]:
     body = request.model_dump(exclude_unset=True)
+    if not settings.proxy_forward_user:
+        body.pop("user", None)  # whose memories: memsys's to know, not the upstream's
     messages = body["messages"]
     if memory is not None:
         lead = next((i for i, m in enumerate(messages) if m["role"] not in MEMORY_ROLES), len(messages))
@@ -232,6 +236,10 @@ def _collect(data: str | None, pieces: list[str]) -> bool:
 
 
 async def _memorize(runtime: Runtime, turn: Turn, answer: str) -> None:
+    """The user's turn and the answer, each under its own speaker, in the user's conversation: the request's group,
+    or the user's personal stream (the answer filed there, under the assistant's id, not in a stream of its own)."""
+    settings = runtime.settings
+    conversation = Stream.of(turn.group_id, turn.user_id)
     await memorize.memorize(
         runtime,
         MemorizeRequest(
@@ -241,18 +249,22 @@ async def _memorize(runtime: Runtime, turn: Turn, answer: str) -> None:
             sender=turn.user_id,
             content=turn.text,
         ),
+        stream=conversation,
+        role="user",
     )
     if not answer.strip():
         return  # a turn of tool calls only: nothing said to remember
-    answer = answer.encode("utf-8")[: runtime.settings.max_content_bytes].decode("utf-8", errors="ignore")
+    answer = answer.encode("utf-8")[: settings.max_content_bytes].decode("utf-8", errors="ignore")
     await memorize.memorize(
         runtime,
         MemorizeRequest(
             group_id=turn.group_id,
             message_id=_message_id(turn.message_id, answer),
             create_time=datetime.now(UTC),
-            sender=ASSISTANT if turn.group_id else turn.user_id,
-            sender_name=ASSISTANT,
+            sender=settings.proxy_assistant_id,
+            sender_name=settings.proxy_assistant_name,
             content=answer,
         ),
+        stream=conversation,
+        role="assistant",
     )

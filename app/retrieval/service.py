@@ -340,7 +340,7 @@ async def retrieve(runtime: Runtime, request: RetrieveLightweightRequest) -> tup
         hidden=found.hidden,
     )
     message = f"Retrieval successful, found {len(memories)} memories"
-    if not memories and request.data_source == "semantic_memory" and not (runtime.llm and runtime.llm.configured):
+    if not memories and request.data_source == "semantic_memory" and runtime.formation_llm() is None:
         message += (
             ". Without an LLM, semantic memories are the facts people state about themselves (where they live, their "
             "job, pets, partner, diet, car, school, allergies, languages: docs/memories.md); none matches here"
