@@ -147,3 +147,11 @@ def test_context_fills_its_knowledge_with_default_settings(api):
     assert all(source["score"] >= 0.34 for source in knowledge)  # the cut-off calibrated for the bundled model
     assert any("release is planned for next Friday" in m["content"] for m in result["messages"])
     assert result["sections"]["episodes"]["sources"]
+
+
+def test_flushing_a_conversation_with_nothing_waiting_says_so(api):
+    answer = api.post("/flush", json={"group_id": "no-such-group"}).json()
+    assert answer["result"] == {**answer["result"], "status_info": "extracted", "count": 0, "saved_memories": []}
+    assert answer["message"].startswith("Nothing to flush: group 'no-such-group' has no message waiting")
+    personal = api.post("/flush", json={"sender": "nobody"}).json()
+    assert personal["message"].startswith("Nothing to flush: 'nobody''s personal conversation has no message")

@@ -56,11 +56,17 @@ async def memorize(
 
 async def flush(runtime: Runtime, request: FlushRequest) -> tuple[str, MemorizeResult]:
     """Ask a worker to close the stream's open MemCell now, whatever the boundary rules say, and wait for it
-    at most ``flush_timeout_seconds``: ``extracted`` with the memories, or ``pending`` if not finished yet."""
+    at most ``flush_timeout_seconds``: ``extracted`` with the memories, or ``pending`` if not finished yet; a
+    conversation with no message waiting (unknown, or formed already) answers ``extracted`` with none, saying so."""
     stream = Stream.of(request.group_id, request.sender or "")
     ids = await formation.request_flush(runtime, stream)
     if not ids:
-        return _answer([])
+        whose = f"group {stream.id!r}" if stream.kind == "group" else f"{stream.id!r}'s personal conversation"
+        return (
+            f"Nothing to flush: {whose} has no message waiting to be formed (none stored with these ids, or every "
+            "one formed already)",
+            MemorizeResult(saved_memories=[], count=0, status_info="extracted"),
+        )
     timeout_s = runtime.settings.flush_timeout_seconds
     finished, memories = await formation.wait_formed(runtime, ids, timeout_s)
     if not finished:
