@@ -181,3 +181,15 @@ def test_the_evermemos_routes_keep_the_leniency_their_clients_need(client: TestC
     typo = {"groupId" if key == "group_id" else key: value for key, value in MESSAGE.items()}
     assert "did you mean 'group_id'?" in refused(client.post("/api/v0/memories", json=typo))
     assert [row["message_id"] for row in rows(database_url, "SELECT message_id FROM messages")] == ["v1-1"]
+
+
+def test_a_chat_message_as_an_openai_sdk_returns_it_is_accepted(client: TestClient) -> None:
+    """An assistant message dumped from the OpenAI SDK carries refusal, annotations, audio and function_call: taken
+    and dropped; a misspelt key is still refused."""
+    answer = {"role": "assistant", "content": "Noodles.", "refusal": None, "annotations": [], "audio": None}
+    history = [{"role": "user", "content": "What is for dinner?"}, {**answer, "function_call": None}]
+    taken = client.post(f"{V3}/context", json={"query": "dinner", "history": history})
+    assert taken.status_code == 200, taken.text
+    assert all(set(m) <= {"role", "content"} for m in taken.json()["result"]["messages"])
+    misspelt = {"query": "dinner", "history": [{"role": "user", "contnet": "hi"}]}
+    assert "did you mean 'content'?" in refused(client.post(f"{V3}/context", json=misspelt))

@@ -13,13 +13,20 @@ Role = Literal["system", "user", "assistant", "tool", "developer"]
 
 
 class ChatMessage(RequestModel):
-    """An OpenAI-style chat message; an assistant's ``tool_calls`` and a tool reply's ``tool_call_id`` kept."""
+    """An OpenAI-style chat message; an assistant's ``tool_calls`` and a tool reply's ``tool_call_id`` kept. The
+    other keys OpenAI's SDKs put in a message they return (``refusal``, ``annotations``, ``audio``,
+    ``function_call``) are accepted and dropped, so that a dialogue passes through as an SDK holds it; any other
+    key is refused (a typo of ``content`` must not leave a message empty)."""
 
     role: Role
     content: Text | None = None
     name: Identifier | None = None
     tool_calls: list[dict[str, Any]] | None = Field(default=None, max_length=64)
     tool_call_id: Identifier | None = None
+    refusal: str | None = Field(default=None, exclude=True, description="Accepted and dropped (OpenAI SDKs send it)")
+    annotations: list[Any] | None = Field(default=None, exclude=True, description="Accepted and dropped")
+    audio: dict[str, Any] | None = Field(default=None, exclude=True, description="Accepted and dropped")
+    function_call: dict[str, Any] | None = Field(default=None, exclude=True, description="Accepted and dropped")
 
     def as_openai(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
