@@ -3,11 +3,13 @@
 A server gives one API key a share of its request slots (``MEMSYS_TENANT_SHARE``: 8 of a default server's 64, the
 key's requests waiting for a slot included) and answers a request beyond it 429 with a ``Retry-After``, after holding
 it that long. A slot is freed a moment after its answer has been sent, so a batch that keeps exactly the share in
-flight sends its next request into a slot not yet free and is refused now and then; and the application may be using
-the same key meanwhile. So the batch starts below a default key's share (``DEFAULT_CONCURRENCY``), and on a 429 it
-halves its window (once per ``Retry-After``: the requests already in flight then are refused as one signal), waits
-the ``Retry-After`` before sending the refused message again, and adds the halved share back one request per window
-of answers, up to its ``concurrency``: additive increase, multiplicative decrease, as TCP paces itself.
+flight sends its next request into a slot not yet free and is refused now and then (2 to 8 of 419 messages at 8);
+and the application may be using the same key meanwhile. So the batch starts below a default key's share
+(``DEFAULT_CONCURRENCY``), and on a 429 it halves its window (once per ``Retry-After``: the requests already in flight
+then are refused as one signal), takes the window that was refused, less one, as its ceiling from then on, and waits
+the ``Retry-After`` before sending the refused message again. It grows back by one request per ``Retry-After`` without
+a refusal: a 429 comes back a ``Retry-After`` after its request was sent, and growing faster would outrun the signal.
+Additive increase, multiplicative decrease, as TCP paces itself.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from tqdm import tqdm
 from memsys.errors import MemsysError, RateLimited
 from memsys.retries import RetryPolicy
 
-DEFAULT_CONCURRENCY = 4
-"""Half a key's share of a default server (64 slots x 0.125): the other half for the application's own requests."""
+DEFAULT_CONCURRENCY = 6
+"""A key's share of a default server (64 slots x 0.125 = 8), less one for the moment a finished request still holds
+its slot and one for the application's own requests with the same key."""
 
 
 class Pace:
@@ -37,26 +40,33 @@ class Pace:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.ceiling = concurrency
-        self.window = float(concurrency)
+        self.window = concurrency
         self.in_flight = 0
         self.retries = 0
-        self._calm_until = 0.0
+        self._changed_at = 0.0
+        self._period = 1.0
+        """The last Retry-After: refusals within it of a cut are the same signal, and the window grows once per it."""
         self._bar = bar
 
     def may_start(self) -> bool:
-        return self.in_flight < int(self.window)
+        return self.in_flight < self.window
 
     def answered(self) -> None:
-        self.window = min(float(self.ceiling), self.window + 1 / self.window)
+        now = time.monotonic()
+        if self.window < self.ceiling and now >= self._changed_at + self._period:
+            self.window += 1
+            self._changed_at = now
 
     def refused(self, error: MemsysError | httpx.TransportError) -> None:
         """A try failed and will be made again: a 429 also narrows the window, once per Retry-After."""
         self.retries += 1
         now = time.monotonic()
-        if isinstance(error, RateLimited) and now >= self._calm_until:
-            self.window = max(1.0, self.window / 2)
-            self._calm_until = now + (error.retry_after or 1.0)
-        self._bar.set_postfix_str(f"{self.retries} retried, at most {int(self.window)} in flight")
+        if isinstance(error, RateLimited) and now >= self._changed_at + self._period:
+            self.ceiling = max(1, self.window - 1)
+            self.window = max(1, self.window // 2)
+            self._period = error.retry_after or 1.0
+            self._changed_at = now
+        self._bar.set_postfix_str(f"{self.retries} retried, at most {self.window} in flight")
 
 
 @dataclass(frozen=True)

@@ -213,9 +213,10 @@ class Memsys:
 
         The server orders a conversation by ``create_time``, so sending in parallel keeps its order. A 429 (the
         key over its share of the server) halves the requests in flight for a while and the message is sent again
-        after the server's Retry-After (``memsys.batch``); the bar counts the retries. The default 4 is half a key's
-        share of a default server. On the first error that is not retried the messages not sent yet are dropped and
-        the error raised; calling again with the same messages is safe (those stored answer ``duplicate``)."""
+        after the server's Retry-After (``memsys.batch``); the bar counts the retries. The default 6 stays inside a
+        key's share of a default server (8). On the first error that is not retried the messages not sent yet are
+        dropped and the error raised; calling again with the same messages is safe (those stored answer
+        ``duplicate``)."""
         requests = _requests(messages)
         results: list[models.MemorizeResult | None] = [None] * len(requests)
         with _progress(len(requests), progress) as bar, ThreadPoolExecutor(max_workers=concurrency) as pool:
