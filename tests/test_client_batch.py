@@ -13,14 +13,13 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 from tqdm import tqdm
 
 from memsys import AsyncMemsys, Memsys, RateLimited, Unavailable
 from memsys.batch import Pace
 from tests.conftest import ServerProcess, empty_tables, process_env
-from tests.tenancy_support import create_key
+from tests.tenancy_support import create_key, refused_for_share
 
 ROOT = Path(__file__).resolve().parent.parent
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -47,14 +46,6 @@ def _empty_tables() -> Iterator[None]:
     yield
 
 
-def refused_for_share(server: ServerProcess) -> int:
-    """The 429s the server has answered because a key was over its share."""
-    for line in httpx.get(server.base_url + "/metrics", timeout=30).text.splitlines():
-        if line.startswith('memsys_requests_rejected_total{reason="tenant_share"}'):
-            return int(float(line.split()[-1]))
-    return 0
-
-
 def conversation(group: str, count: int = MESSAGES) -> list[dict]:
     return [
         {
@@ -69,18 +60,18 @@ def conversation(group: str, count: int = MESSAGES) -> list[dict]:
 
 
 def test_by_default_the_batch_stays_inside_its_keys_share(server, key):
-    before = refused_for_share(server)
+    before = refused_for_share(server.base_url)
     with Memsys(server.base_url, api_key=key) as client:
         results = client.memorize_conversation(conversation("default"), progress=False)
     assert [r.status_info for r in results] == ["accumulated"] * MESSAGES
-    assert refused_for_share(server) == before
+    assert refused_for_share(server.base_url) == before
 
 
 def test_asked_for_twice_its_share_it_narrows_to_the_share_and_stores_every_message(server, key, capfd):
-    before = refused_for_share(server)
+    before = refused_for_share(server.base_url)
     with Memsys(server.base_url, api_key=key) as client:
         results = client.memorize_conversation(conversation("greedy"), concurrency=2 * SHARE)
-    refused = refused_for_share(server) - before
+    refused = refused_for_share(server.base_url) - before
     assert [r.status_info for r in results] == ["accumulated"] * MESSAGES  # no 429 reached the caller
     assert SHARE <= refused < MESSAGES / 10, refused  # the first burst beyond the share, then a few
     bar = capfd.readouterr().err.replace("\r", "\n").splitlines()
@@ -95,9 +86,9 @@ def test_the_async_batch_too(server, key):
             results = await client.memorize_conversation(conversation("async", 120), concurrency=16, progress=False)
             return [r.status_info for r in results]
 
-    before = refused_for_share(server)
+    before = refused_for_share(server.base_url)
     assert asyncio.run(run()) == ["accumulated"] * 120
-    assert SHARE <= refused_for_share(server) - before < 30
+    assert SHARE <= refused_for_share(server.base_url) - before < 30
 
 
 def test_the_window_halves_once_per_retry_after_keeps_below_what_was_refused_and_grows_back_once_per_retry_after():

@@ -16,7 +16,7 @@ import pytest
 
 from memsys import ConnectionFailed, Memsys, MemsysError, RateLimited, RetryPolicy
 from tests.conftest import ServerProcess, empty_tables, free_port, process_env
-from tests.tenancy_support import create_key
+from tests.tenancy_support import create_key, refused_for_share
 
 ROOT = Path(__file__).resolve().parent.parent
 ONE_SLOT_PER_KEY = {"MEMSYS_MAX_CONCURRENT_REQUESTS": "8", "MEMSYS_TENANT_SHARE": "0.125"}
@@ -42,13 +42,6 @@ def _empty_tables() -> Iterator[None]:
     yield
 
 
-def refused_for_share(server: ServerProcess) -> float:
-    for line in httpx.get(server.base_url + "/metrics", timeout=30).text.splitlines():
-        if line.startswith('memsys_requests_rejected_total{reason="tenant_share"}'):
-            return float(line.split()[-1])
-    return 0.0
-
-
 def all_at_once(count: int, call) -> list[object]:
     """``call()`` from ``count`` threads released together; each one's result or error."""
     start = threading.Barrier(count)
@@ -72,12 +65,12 @@ def test_a_key_over_its_share_is_refused_then_retried_after_retry_after(server, 
     assert refusals[0].status == 429 and refusals[0].code == "TOO_MANY_REQUESTS" and refusals[0].retry_after == 2
     assert "MEMSYS_TENANT_SHARE" in refusals[0].message
 
-    before = refused_for_share(server)
+    before = refused_for_share(server.base_url)
     started = time.monotonic()
     with Memsys(server.base_url, api_key=key, retries=RetryPolicy(max_retries=15)) as patient:
         outcomes = all_at_once(6, lambda: patient.retrieve_lightweight(**HEAVY))
     assert not [o for o in outcomes if isinstance(o, MemsysError)], outcomes
-    assert refused_for_share(server) > before  # they were refused, and retried until served
+    assert refused_for_share(server.base_url) > before  # they were refused, and retried until served
     assert time.monotonic() - started >= 1  # after the Retry-After second, not at once
 
 

@@ -194,11 +194,18 @@ class AgenticResult(Result):
 
 
 class ChatMessage(Request):
+    """An OpenAI-style chat message. ``refusal``, ``annotations``, ``audio`` and ``function_call`` (what OpenAI's SDKs
+    put in a message they return) are accepted, and dropped by the server."""
+
     role: Role
     content: str | None = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
+    refusal: str | None = None
+    annotations: list[Any] | None = None
+    audio: dict[str, Any] | None = None
+    function_call: dict[str, Any] | None = None
 
 
 class SemanticSection(Request):
