@@ -27,9 +27,10 @@ from tqdm import tqdm
 from memsys.errors import MemsysError, RateLimited
 from memsys.retries import RetryPolicy
 
-DEFAULT_CONCURRENCY = 6
-"""A key's share of a default server (64 slots x 0.125 = 8), less one for the moment a finished request still holds
-its slot and one for the application's own requests with the same key."""
+DEFAULT_CONCURRENCY = 4
+"""Half a key's share of a default server (64 slots x 0.125 = 8): a finished request holds its slot a moment after
+its answer, longer on a busy server (at 6, one of 419 messages was still refused in one run of three), and the
+application may be using the same key meanwhile."""
 
 
 class Pace:
@@ -43,7 +44,7 @@ class Pace:
         self.window = concurrency
         self.in_flight = 0
         self.retries = 0
-        self._changed_at = 0.0
+        self._cut_at = self._grown_at = 0.0
         self._period = 1.0
         """The last Retry-After: refusals within it of a cut are the same signal, and the window grows once per it."""
         self._bar = bar
@@ -53,19 +54,19 @@ class Pace:
 
     def answered(self) -> None:
         now = time.monotonic()
-        if self.window < self.ceiling and now >= self._changed_at + self._period:
+        if self.window < self.ceiling and now >= max(self._cut_at, self._grown_at) + self._period:
             self.window += 1
-            self._changed_at = now
+            self._grown_at = now
 
     def refused(self, error: MemsysError | httpx.TransportError) -> None:
         """A try failed and will be made again: a 429 also narrows the window, once per Retry-After."""
         self.retries += 1
         now = time.monotonic()
-        if isinstance(error, RateLimited) and now >= self._changed_at + self._period:
+        if isinstance(error, RateLimited) and now >= self._cut_at + self._period:
             self.ceiling = max(1, self.window - 1)
             self.window = max(1, self.window // 2)
             self._period = error.retry_after or 1.0
-            self._changed_at = now
+            self._cut_at = now
         self._bar.set_postfix_str(f"{self.retries} retried, at most {self.window} in flight")
 
 

@@ -213,8 +213,8 @@ class Memsys:
 
         The server orders a conversation by ``create_time``, so sending in parallel keeps its order. A 429 (the
         key over its share of the server) halves the requests in flight for a while and the message is sent again
-        after the server's Retry-After (``memsys.batch``); the bar counts the retries. The default 6 stays inside a
-        key's share of a default server (8). On the first error that is not retried the messages not sent yet are
+        after the server's Retry-After (``memsys.batch``); the bar counts the retries. The default 4 is half a key's
+        share of a default server (8). On the first error that is not retried the messages not sent yet are
         dropped and the error raised; calling again with the same messages is safe (those stored answer
         ``duplicate``)."""
         requests = _requests(messages)
