@@ -168,12 +168,14 @@ lifecycle_hidden AS MATERIALIZED (
 -- Messages stored but not yet formed into memories (read your writes): the intake worker gave each its vector
 -- and BM25 text (app/memorize/searchable.py); they are candidates of both legs, under the request's filters
 -- (the sender as user_id, the create_time as timestamp), until the transaction that forms them marks them
--- processed. Their ids are version-8 uuids made from the message's row id (the MD5 of 'message:<id>' with the
--- version digit and the variant's set to 8): stable while the message waits, and never a memory's id (a version-4 uuid); weighted
--- carries the row of each that ranks (message_row).
+-- processed. Their ids are version-8 uuids: the message's row id in the first 12 hex digits (equal scores are
+-- ordered by id: messages then in the order they were stored, before memories), the rest from the MD5 of 'message:<id>';
+-- stable while the message waits, and never a memory's id (a version-4 uuid); weighted carries the row of each that
+-- ranks (message_row).
 pending_messages AS MATERIALIZED (
-    SELECT p.id, CAST(overlay(overlay(md5('message:' || p.id) PLACING '8' FROM 13 FOR 1) PLACING '8' FROM 17 FOR 1) AS uuid)
-               AS uid, p.sender, p.embedding, p.embedding_model,
+    SELECT p.id,
+           CAST(lpad(to_hex(p.id), 12, '0') || '8' || substr(md5('message:' || p.id), 1, 3) || '8'
+                || substr(md5('message:' || p.id), 4, 15) AS uuid) AS uid, p.sender, p.embedding, p.embedding_model,
            p.doc_len, p.tsv
     FROM messages p
     WHERE CAST(:include_pending AS boolean)
