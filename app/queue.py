@@ -87,25 +87,21 @@ async def defer_form_again(
 
 async def defer_indexing(conn: AsyncConnection, tenant: str, *, schedule_in_s: float | None = None) -> None:
     """Make sure the intake worker indexes the tenant's new messages after this transaction commits."""
-    key = index_key(tenant)
-    await _defer_once(
-        conn,
-        lambda raw: queue.configure_task(
-            "index_messages", connection=raw, queueing_lock=key, **_schedule(schedule_in_s)
-        ),
-        key,
-        tenant_id=tenant,
-    )
+    await _defer_tenant_job(conn, "index_messages", index_key(tenant), tenant, schedule_in_s)
 
 
 async def defer_reembedding(conn: AsyncConnection, tenant: str, *, schedule_in_s: float | None = None) -> None:
     """Make sure the intake worker embeds the tenant's corrected memories after this transaction commits."""
-    key = f"{tenant}/reembed"
+    await _defer_tenant_job(conn, "reembed_edited", f"{tenant}/reembed", tenant, schedule_in_s)
+
+
+async def _defer_tenant_job(
+    conn: AsyncConnection, task: str, key: str, tenant: str, schedule_in_s: float | None
+) -> None:
+    """One waiting job of ``task`` for the tenant at most (queueing lock ``key``)."""
     await _defer_once(
         conn,
-        lambda raw: queue.configure_task(
-            "reembed_edited", connection=raw, queueing_lock=key, **_schedule(schedule_in_s)
-        ),
+        lambda raw: queue.configure_task(task, connection=raw, queueing_lock=key, **_schedule(schedule_in_s)),
         key,
         tenant_id=tenant,
     )
