@@ -74,5 +74,11 @@ class ServiceUnavailable(MemsysError):
     status_code = 503
 
 
+class NotReady(ServiceUnavailable):
+    """memsys is starting (``GET /health``: its embedding model is loading): expected, so not logged."""
+
+    retry_after_s = 1
+
+
 class ConfigurationError(MemsysError):
     """The settings cannot work (refused at start-up)."""

@@ -205,7 +205,6 @@ def test_a_request_over_its_deadline_is_stopped(database_url, keys, server_proce
     slow = {
         "query": "launch",
         "group_id": "g1",
-        "retrieval_mode": "bm25",
         "llm_config": {"api_key": "k", "base_url": fake_llm.base_url, "model": "m"},
     }
     answer = httpx.post(

@@ -118,7 +118,8 @@ def test_conversation_then_flush_leaves_episodes_event_logs_and_profiles(client:
 
     # Nothing pending: a second flush has nothing to extract.
     again = client.post(FLUSH, json={"group_id": "group_123"}).json()
-    assert again["result"]["status_info"] == "accumulated" and again["result"]["count"] == 0
+    assert again["result"]["status_info"] == "extracted" and again["result"]["count"] == 0
+    assert again["message"].startswith("Nothing to flush: group 'group_123' has no message waiting")
 
     # A second MemCell gives new profile versions merged with the first.
     later = START + timedelta(hours=1)

@@ -10,13 +10,14 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from app.providers import onnx_model
-from app.providers.embeddings import LocalEmbedder, _bundled_model_path
+from app.providers.embeddings import LocalEmbedder, _bundled_model_path, _load_model_once
 
 TEXTS = [
     "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
@@ -28,9 +29,12 @@ TEXTS = [
 
 
 @pytest.fixture()
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty ONNX cache, and no model this process loaded before (the suite's other tests load the same one)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path / "cache" / "memsys" / "onnx"
+    _load_model_once.cache_clear()
+    yield tmp_path / "cache" / "memsys" / "onnx"
+    _load_model_once.cache_clear()
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.errors import MemsysError
+from app.errors import MemsysError, NotReady
 from app.validation import UNKNOWN
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,9 @@ def _field_message(loc: list[str], message: str, kind: str = "") -> str:
 
 
 def handle_memsys_error(request: Request, exc: MemsysError) -> Response:
-    if exc.status_code == 503:
+    if isinstance(exc, NotReady):
+        pass  # starting up: expected, and asked about every second by a load balancer
+    elif exc.status_code == 503:
         _unavailable(request, exc)
     elif exc.status_code >= 500:
         log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)

@@ -11,7 +11,7 @@ from litestar import Request, get
 from sqlalchemy import text
 
 from app import queue
-from app.errors import ServiceUnavailable
+from app.errors import NotReady, ServiceUnavailable
 from app.http.envelope import Envelope, ok
 from app.memorize import service as memorize
 from app.runtime import Runtime
@@ -50,9 +50,7 @@ class Readiness:
 
     def check(self) -> None:
         if self.waiting_for is not None:
-            raise ServiceUnavailable(
-                f"Starting: waiting for {self.waiting_for} ({time.monotonic() - self._since:.0f}s so far)"
-            )
+            raise NotReady(f"Starting: waiting for {self.waiting_for} ({time.monotonic() - self._since:.0f}s so far)")
 
 
 @get("/health", operation_id="health", tags=["health"], opt={"public": True})
