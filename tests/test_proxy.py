@@ -371,3 +371,12 @@ def test_formation_stays_offline_and_the_answer_is_the_assistants(server, keys, 
     assert ("episode", "erin", None) in memories and not [m for m in memories if m[:2] == ("episode", "assistant")]
     assert ("event_log", "assistant", "true") in memories and ("event_log", "erin", None) in memories
     assert profiles == [("erin",)]
+    # Forgetting erin takes the whole conversation: the assistant's answer to her too, and nothing is formed again.
+    forgotten = httpx.delete(
+        server.base_url + "/api/v3/agentic/users", params={"user_id": "erin"}, headers=bearer(keys["a"]), timeout=60
+    )
+    assert forgotten.status_code == 200, forgotten.text
+    time.sleep(1)  # a form_again job, had one been queued, would have run
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM messages WHERE stream_id = 'erin'").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM memories WHERE content LIKE '%Lisbon%'").fetchone() == (0,)

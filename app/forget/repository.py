@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Select, Table, delete, func, literal, or_, select, union, update
+from sqlalchemy import Select, Table, delete, func, literal, not_, or_, select, union, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -21,7 +21,7 @@ from app.db.tables import (
     messages,
     profiles,
 )
-from app.memorize.repository import memcells_of_sender
+from app.memorize.repository import memcells_of_sender, messages_of_user
 from app.text.memory_text import ASSISTANT_SENDERS
 
 
@@ -73,7 +73,7 @@ async def other_messages_of(conn: AsyncConnection, memcell_ids: Sequence[UUID], 
         return []
     statement = (
         select(messages.c.id, messages.c.stream_kind, messages.c.stream_id, messages.c.memcell_id)
-        .where(messages.c.memcell_id.in_(list(memcell_ids)), messages.c.sender != user_id)
+        .where(messages.c.memcell_id.in_(list(memcell_ids)), not_(messages_of_user(user_id)))
         .order_by(messages.c.create_time, messages.c.id)
     )
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
@@ -125,7 +125,7 @@ async def delete_user_rows(conn: AsyncConnection, user_id: str) -> dict[str, int
         memory_history.c.memory_id.in_(_memories_where(memories.c.user_id == user_id)),
     )
     return {
-        "messages": await _delete(conn, messages, messages.c.sender == user_id),
+        "messages": await _delete(conn, messages, messages_of_user(user_id)),
         "memory_history": await _delete(conn, memory_history, about),
         "memories": await _delete(conn, memories, memories.c.user_id == user_id),
         "profiles": await _delete(conn, profiles, profiles.c.user_id == user_id),

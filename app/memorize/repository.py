@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, Text, bindparam, func, select, update
+from sqlalchemy import ColumnElement, Select, Text, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects.postgresql import array, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -22,9 +22,16 @@ async def insert_message(conn: AsyncConnection, row: dict[str, Any]) -> bool:
     return (await conn.execute(statement)).first() is not None
 
 
+def messages_of_user(user_id: str) -> ColumnElement[bool]:
+    """The messages that are the user's: those they sent, and every message of their personal stream (an assistant's
+    answers there, as the proxy files them, speak to and of them): forget deletes them, export holds them."""
+    personal = and_(messages.c.stream_kind == "personal", messages.c.stream_id == user_id)
+    return or_(messages.c.sender == user_id, personal)
+
+
 def memcells_of_sender(user_id: str) -> Select:
-    """The ids of the MemCells formed from messages ``user_id`` sent (a subquery for forget and export)."""
-    return select(messages.c.memcell_id).where(messages.c.sender == user_id, messages.c.memcell_id.is_not(None))
+    """The ids of the MemCells formed from the user's messages (``messages_of_user``), for forget and export."""
+    return select(messages.c.memcell_id).where(messages_of_user(user_id), messages.c.memcell_id.is_not(None))
 
 
 async def message_status(conn: AsyncConnection, stream_kind: str, stream_id: str, message_id: str) -> str | None:

@@ -23,7 +23,7 @@ from app.db.tables import (
 )
 from app.forget.repository import conversations_alone_with_assistant
 from app.memories.repository import RETURNED, to_api
-from app.memorize.repository import memcells_of_sender
+from app.memorize.repository import memcells_of_sender, messages_of_user
 
 MESSAGE_COLUMNS = [
     messages.c.message_id,
@@ -102,7 +102,7 @@ def _of_user(kind: str, user_id: str):
         of_memories = select(memories.c.memcell_id).where(about)
         return or_(memcells.c.id.in_(memcells_of_sender(user_id)), memcells.c.id.in_(of_memories))
     if kind == "message":
-        return or_(messages.c.sender == user_id, messages.c.group_id.in_(alone))
+        return or_(messages_of_user(user_id), messages.c.group_id.in_(alone))
     if kind == "memory":
         return about
     if kind == "forgotten_user":
