@@ -11,7 +11,7 @@ split over ``--tenants`` tenants, and then:
   writes), and formation-shaped writes: transactions of 10 memories, one tenant each, from 4 writers at once;
 * memorize through HTTP: ``memsys serve`` (offline formation in its process) on each database, messages sent by 4
   clients to 8 groups, then the time until every message is formed;
-* retrieval as the service runs it (role ``memsys_app``, one tenant per transaction, the rrf statement of
+* retrieval as the service runs it (its role, one tenant per transaction, the rrf statement of
   sql/retrieval.sql): latency per query within a tenant, with and without a group filter;
 * recall@20 of the vector leg against exact search (no index) under the same filters, and how many of the rrf
   top 20 the two databases share.
@@ -39,7 +39,7 @@ from sqlalchemy import create_engine
 
 from app.db import migrate
 from app.db.embedded import sqlalchemy_url
-from app.db.migrate import SERVICE_ROLE
+from app.db.migrate import service_role_for
 from app.retrieval import repository
 from app.settings import Settings
 from app.tenancy.scope import check_tenant_id
@@ -149,7 +149,7 @@ def copy_in(url: str, corpus: scale_corpus.Corpus, memcells: dict, per_tenant: i
 def formation_writes(url: str, corpus: scale_corpus.Corpus, memcells: dict, count: int, now, writers: int = 4) -> dict:
     """``count`` transactions of 10 memories each (a MemCell's worth), one tenant per transaction, from
     ``writers`` connections at once, as the service's role."""
-    service_url = url.replace("postgresql://postgres@", f"postgresql://{SERVICE_ROLE}@")
+    service_url = url.replace("postgresql://postgres@", f"postgresql://{service_role_for(url, None)}@")
     tenants = list(memcells)
     latencies: list[float] = []
     lock = threading.Lock()
@@ -234,7 +234,9 @@ def memorize(url: str, messages: int, clients: int = 4, groups: int = 8) -> dict
 def search(conn, settings: Settings, tenant: str, q, grouped: bool, now, mode: str = "rrf") -> list[dict]:
     """The service's transaction: its role, its tenant, configure_search, then hybrid_search."""
     with conn.begin():
-        conn.exec_driver_sql(f"SET LOCAL ROLE {SERVICE_ROLE}; SET LOCAL memsys.tenant_id = '{tenant}'")
+        conn.exec_driver_sql(
+            f"SELECT set_config('role', name, true) FROM service_role; SET LOCAL memsys.tenant_id = '{tenant}'"
+        )
         configure(conn, settings, mode, 20, q.memory_type)
         parameters = parameters_for(settings, q, grouped, now, mode, 20, tenant)
         return [dict(row) for row in conn.execute(repository.hybrid_statement(parameters), parameters).mappings()]

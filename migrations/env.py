@@ -33,12 +33,21 @@ def run_migrations_online() -> None:
         _run(connectable)
 
 
+LOCK_TIMEOUT = "1s"
+"""How long a migration's statement waits for a lock before it gives up (app.db.migrate tries again): a statement
+that waits for a lock holds up every query that comes after it on that table, searches included."""
+
+
 def _run(connection) -> None:
     context.configure(
         connection=connection, target_metadata=metadata, compare_type=_compare_type, include_name=_include_name
     )
-    with context.begin_transaction():
-        context.run_migrations()
+    connection.exec_driver_sql(f"SET lock_timeout = '{config.attributes.get('lock_timeout', LOCK_TIMEOUT)}'")
+    try:
+        with context.begin_transaction():
+            context.run_migrations()
+    finally:
+        connection.exec_driver_sql("RESET lock_timeout")
 
 
 run_migrations_online()

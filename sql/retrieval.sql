@@ -356,19 +356,21 @@ bm25_query AS MATERIALIZED (
           FROM bm25_terms) t
 ),
 -- The time bounds are written "IS TRUE" here so that they filter the rows the GIN index finds rather than
--- make the planner AND in a bitmap of the whole time window from the btree index.
+-- make the planner AND in a bitmap of the whole time window from the btree index. The candidates are read from
+-- tenant_memories, the tenant's memories by the policy's own rule (migration 0026): under the policy itself the match
+-- could use its GIN index only if a superuser had declared it LEAKPROOF (migration 0009).
 -- part: bounded_bm25
 bm25_candidates AS MATERIALIZED (
     (SELECT * FROM (
         (SELECT m.id, m.doc_len, m.tsv
-         FROM memories m
+         FROM tenant_memories m
          WHERE m.tsv @@ (SELECT all_terms FROM bm25_query)
            AND m.tenant_id = :tenant_id
            -- include: in_scope
            AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE)
         UNION ALL
         (SELECT m.id, m.doc_len, m.tsv
-         FROM memories m
+         FROM tenant_memories m
          WHERE m.tsv @@ (SELECT rarest_terms FROM bm25_query)
            AND NOT m.tsv @@ (SELECT all_terms FROM bm25_query)
            AND m.tenant_id = :tenant_id
@@ -376,7 +378,7 @@ bm25_candidates AS MATERIALIZED (
            AND (m.timestamp >= :time_from AND m.timestamp < :time_to) IS TRUE)
         UNION ALL
         (SELECT m.id, m.doc_len, m.tsv
-         FROM memories m
+         FROM tenant_memories m
          WHERE m.tsv @@ (SELECT rare_terms FROM bm25_query)
            AND NOT m.tsv @@ (SELECT all_terms FROM bm25_query)
            AND NOT coalesce(m.tsv @@ (SELECT rarest_terms FROM bm25_query), false)

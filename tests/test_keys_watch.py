@@ -11,7 +11,7 @@ import pytest
 
 from app.db.embedded import libpq_url
 from app.db.engine import service_database_url
-from app.db.migrate import SERVICE_ROLE
+from app.db.migrate import service_role_for
 from app.settings import Settings
 from app.tenancy.watch import KeysWatch
 from tests.formation_helpers import app_client
@@ -80,14 +80,14 @@ def test_a_request_without_a_key_does_not_read_the_keys_while_the_watch_listens(
         while not client.app.state.keys_watch.anonymous:
             assert time.monotonic() < deadline, "the keys watch did not start"
             time.sleep(0.01)
-        _owner(database_url, f"REVOKE SELECT ON api_keys FROM {SERVICE_ROLE}")
+        _owner(database_url, f"REVOKE SELECT ON api_keys FROM {service_role_for(database_url, None)}")
         try:
             # Served anonymously although the service's role can no longer read api_keys: no look-up was made.
             assert client.get(MEMORIES).status_code == 200
             # A key is still looked up (and that look-up now fails).
             assert client.get(MEMORIES, headers=bearer("msk_someone")).json()["code"] == "SYSTEM_ERROR"
         finally:
-            _owner(database_url, f"GRANT SELECT ON api_keys TO {SERVICE_ROLE}")
+            _owner(database_url, f"GRANT SELECT ON api_keys TO {service_role_for(database_url, None)}")
         key = create_key(database_url, "acme")
         assert client.get(MEMORIES).status_code == 401  # the first key closed anonymous access at once
         assert client.get(MEMORIES, headers=bearer(key)).status_code == 200

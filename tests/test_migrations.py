@@ -109,7 +109,7 @@ def test_full_text_matches_can_use_their_gin_index_under_row_level_security(empt
 
     def plan() -> str:
         with psycopg.connect(empty_database) as conn:
-            conn.execute("SET ROLE memsys_app")
+            conn.execute(f"SET ROLE {migrate.service_role_for(empty_database, None)}")
             conn.execute("SET memsys.tenant_id = 'default'")
             rows = conn.execute(
                 "EXPLAIN SELECT id FROM memories WHERE memory_type = 'episode' AND tsv @@ to_tsquery('simple', 'word7')"
@@ -260,7 +260,10 @@ def test_the_count_behind_a_short_answer_reads_no_memory_row(empty_database: str
         engine = create_engine(sqlalchemy_url(empty_database))
         try:
             with engine.begin() as conn:
-                conn.exec_driver_sql("SET LOCAL ROLE memsys_app; SET LOCAL memsys.tenant_id = 'default'")
+                conn.exec_driver_sql(
+                    f"SET LOCAL ROLE {migrate.service_role_for(empty_database, None)}; "
+                    "SET LOCAL memsys.tenant_id = 'default'"
+                )
                 statement = text("EXPLAIN (ANALYZE, COSTS OFF) " + query("hidden_counts"))
                 bounds = {"count_limit": service.HIDDEN_COUNT_LIMIT, "others_limit": service.OTHER_SCOPES_LIMIT}
                 return "\n".join(conn.execute(statement, {**parameters, **bounds}).scalars())

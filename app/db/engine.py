@@ -13,7 +13,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.db import migrate
 from app.db.embedded import embedded_database_url, sqlalchemy_url
-from app.db.migrate import SERVICE_ROLE
 from app.errors import ConfigurationError
 from app.providers.embeddings import embedder_name
 from app.settings import LEGACY_DATA_DIR, Settings, default_data_dir
@@ -85,19 +84,22 @@ def _ping_after_idle(engine: AsyncEngine) -> None:
 
 
 def service_database_url(settings: Settings, owner_url: str) -> str:
-    """The URL the service logs in with: ``MEMSYS_SERVICE_DATABASE_URL``, else the owner's as ``memsys_app``."""
+    """The URL the service logs in with: ``MEMSYS_SERVICE_DATABASE_URL``, else the owner's as ``<database>_app``
+    (app.db.roles) with no password (right for the embedded server's socket)."""
     if settings.service_database_url:
         return settings.service_database_url
-    return make_url(sqlalchemy_url(owner_url)).set(username=SERVICE_ROLE, password=None).render_as_string(False)
+    role = migrate.service_role_for(owner_url, None)
+    return make_url(sqlalchemy_url(owner_url)).set(username=role, password=None).render_as_string(False)
 
 
-def migrate_schema(settings: Settings, owner_url: str) -> None:
-    """Apply the migrations as the owner; a password in the service's URL of ``memsys_app`` becomes its own."""
+def migrate_schema(settings: Settings, owner_url: str, *, set_service_password: bool = False) -> None:
+    """Apply the migrations as the owner, the service role made or checked first and granted after (app.db.roles)."""
     migrate.upgrade(
         owner_url,
         settings.embedding_dimensions,
         service_url=service_database_url(settings, owner_url),
         embedding_model=embedder_name(settings),
+        set_service_password=set_service_password,
     )
 
 
@@ -114,6 +116,6 @@ def check_service_role(service_url: str) -> None:
     if unsafe:
         raise ConfigurationError(
             f"The service logs in as {user!r}, a superuser or BYPASSRLS role, for which row-level security does "
-            "not hold. Set MEMSYS_SERVICE_DATABASE_URL to a login of the role memsys_app (created by the "
-            "migrations) or of another role that is neither."
+            "not hold. Set MEMSYS_SERVICE_DATABASE_URL to a login of a role that is neither (`memsys migrate` "
+            "makes and grants it: docs/managed-postgres.md)."
         )

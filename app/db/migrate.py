@@ -2,27 +2,53 @@
 
 from __future__ import annotations
 
+import logging
+import time
+
 from alembic import command
 from alembic.config import Config
+from psycopg.errors import LockNotAvailable
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from app import PROJECT_ROOT
+from app.db import roles
 from app.db.embedded import sqlalchemy_url
 from app.db.named_sql import statement
 from app.errors import ConfigurationError
 
-SERVICE_ROLE = "memsys_app"  # created and granted by migration 0003
+log = logging.getLogger(__name__)
+
+LOCK_ATTEMPTS = 10
+"""How many times ``upgrade`` runs a migration that gave up waiting for a lock (migrations/env.py's lock_timeout)."""
+
+MIGRATION_LOCK = 0x6D656D7379730001
+"""The advisory lock ``upgrade`` holds: two replicas migrating at once take turns (the second finds nothing to do)."""
 
 
-def alembic_config(database_url: str, embedding_dimensions: int, embedding_model: str | None = None) -> Config:
+def alembic_config(
+    database_url: str,
+    embedding_dimensions: int,
+    embedding_model: str | None = None,
+    *,
+    service_role: str | None = None,
+) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
     cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url).replace("%", "%%"))
     cfg.attributes["embedding_dimensions"] = embedding_dimensions
+    cfg.attributes["service_role"] = service_role or service_role_for(database_url, None)
     if embedding_model:
         cfg.attributes["embedding_model"] = embedding_model  # what migration 0007 gives the rows already there
     return cfg
+
+
+def service_role_for(database_url: str, service_url: str | None) -> str:
+    """The service's role: the service URL's user, else ``<database>_app`` (app.db.roles)."""
+    if service_url:
+        return roles.service_role_of(service_url)
+    return roles.default_service_role(make_url(sqlalchemy_url(database_url)).database or "memsys")
 
 
 def upgrade(
@@ -32,11 +58,46 @@ def upgrade(
     *,
     service_url: str | None = None,
     embedding_model: str | None = None,
+    set_service_password: bool = False,
 ) -> None:
-    """Migrate with the owner's URL; a password in the service's URL of ``memsys_app`` becomes that role's."""
-    command.upgrade(alembic_config(database_url, embedding_dimensions, embedding_model), revision)
-    if service_url:
-        _set_service_password(database_url, service_url)
+    """Migrate as the owner, one process at a time: the service role made (or checked) first, granted after.
+
+    The service URL's password becomes the role's only when the role is made here, or with ``set_service_password``.
+    """
+    role = service_role_for(database_url, service_url)
+    password = make_url(sqlalchemy_url(service_url)).password if service_url else None
+    cfg = alembic_config(database_url, embedding_dimensions, embedding_model, service_role=role)
+    for attempt in range(LOCK_ATTEMPTS):
+        try:
+            return _upgrade(cfg, database_url, revision, role, password, set_service_password)
+        except OperationalError as exc:
+            if not isinstance(exc.orig, LockNotAvailable) or attempt == LOCK_ATTEMPTS - 1:
+                raise
+            log.warning("a migration waited over its lock timeout for a busy table; trying again (%s)", exc.orig)
+            time.sleep(1.0 + attempt)
+
+
+def _upgrade(cfg: Config, database_url: str, revision: str, role: str, password: str | None, set_password: bool):
+    set_service_password = set_password
+    engine = create_engine(sqlalchemy_url(database_url))
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
+            try:
+                roles.prepare(conn, role, password, set_password=set_service_password)
+                conn.commit()
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, revision)
+                conn.commit()
+                if revision == "head":
+                    roles.grant(conn, role)
+                    conn.commit()
+            finally:
+                conn.rollback()
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
+                conn.commit()
+    finally:
+        engine.dispose()
 
 
 def current_revision(database_url: str) -> str | None:
@@ -47,19 +108,6 @@ def current_revision(database_url: str) -> str | None:
     try:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
-    finally:
-        engine.dispose()
-
-
-def _set_service_password(database_url: str, service_url: str) -> None:
-    url = make_url(sqlalchemy_url(service_url))
-    if url.username != SERVICE_ROLE or not url.password:
-        return
-    engine = create_engine(sqlalchemy_url(database_url))
-    try:
-        with engine.begin() as conn:
-            quoted = conn.execute(text("SELECT quote_literal(:p)"), {"p": url.password}).scalar_one()
-            conn.execute(text(f"ALTER ROLE {SERVICE_ROLE} PASSWORD {quoted}"))
     finally:
         engine.dispose()
 

@@ -434,8 +434,11 @@ memory_history = Table(
     Index("ix_memory_history_tenant_id_user_id", "tenant_id", "user_id"),
 )
 
-# The tables of tenant data: each has tenant_id and row-level security (ENABLE + FORCE, migrations 0003, 0005,
-# 0013).
+# The name of the deployment's service role (app.db.roles writes it after every migrate; migration 0026).
+service_role = Table("service_role", metadata, Column("name", Text, primary_key=True))
+
+# The tables of tenant data: each has tenant_id and row-level security, which holds the service role (migrations
+# 0003, 0005, 0013, 0024; the owner is outside it since 0026).
 TENANT_TABLES = (
     "conversation_meta",
     "memcells",

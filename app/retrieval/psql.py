@@ -6,9 +6,9 @@ The script sets one psql variable per parameter of ``sql/retrieval.sql`` (each t
 file's ``:name`` placeholders work in psql as they are), then runs ``search_scope`` (the query's cross-lingual
 vector is kept only where the scope crosses languages; BM25's exactness as the service learns it beside the embedding,
 which leaves one of BM25's two parts out of the statement: here both are printed, and the value folds one away),
-``configure_search`` and ``hybrid_search`` in one transaction, as the service runs them: as the role ``memsys_app``
-in the tenant (default ``default``), so that row-level security applies (the owner, a superuser on the embedded
-default, would otherwise see every tenant's rows). Prefix the last statement with EXPLAIN (ANALYZE, BUFFERS) to see
+``configure_search`` and ``hybrid_search`` in one transaction, as the service runs them: as the service's role
+(the one the table ``service_role`` names) in the tenant (default ``default``), so that row-level security applies
+(the owner would otherwise see every tenant's rows). Prefix the last statement with EXPLAIN (ANALYZE, BUFFERS) to see
 the plan.
 """
 
@@ -20,7 +20,6 @@ import sys
 from datetime import date, datetime
 from typing import Any
 
-from app.db.migrate import SERVICE_ROLE
 from app.db.named_sql import query
 from app.db.tables import TENANT_SETTING
 from app.formation.language import detect_language
@@ -84,7 +83,7 @@ def script(
     lines = [psql_set(name, value) for name, value in parameters.items()]
     lines += [
         "BEGIN;",
-        f"SET LOCAL ROLE {SERVICE_ROLE};",
+        "SELECT set_config('role', name, true) AS service_role FROM service_role \\gset",
         f"SET LOCAL {TENANT_SETTING} = {sql_literal(tenant)};",
     ]
     # As the service: BM25's exactness looked up where a query vector is made (a bm25 search lets the statement count),

@@ -22,7 +22,6 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.selectable import Alias, FromClause, Join
 
-from app.db.migrate import SERVICE_ROLE
 from app.db.tables import TENANT_SETTING, TENANT_TABLES
 from app.errors import InvalidParameter
 
@@ -59,17 +58,12 @@ def tenant_of(conn: AsyncConnection) -> str | None:
 
 async def enter(conn: AsyncConnection, tenant: str, *, as_service: bool = False) -> None:
     """Move the rest of an owner's transaction into ``tenant`` (export and import span tenants in one).
-    ``as_service``: make row-level security hold reads and updates too: when the login bypasses it (a
-    superuser, or BYPASSRLS), the rest of the transaction runs as the service's role (``leave`` returns to
-    the owner); an owner without those is held already (the tables FORCE row-level security)."""
-    if as_service and await _bypasses_row_security(conn):
-        await conn.exec_driver_sql(f"SET LOCAL ROLE {SERVICE_ROLE}")
+    ``as_service``: make row-level security hold reads and updates too: row-level security does not hold the owner
+    (nor a superuser), so the rest of the transaction runs as the service's role, the one ``service_role`` names
+    (``leave`` returns to the owner; the owner is a member of it: app.db.roles)."""
+    if as_service:
+        await conn.exec_driver_sql("SELECT set_config('role', name, true) FROM service_role WHERE name <> current_user")
     await conn.exec_driver_sql(_set_local(tenant))
-
-
-async def _bypasses_row_security(conn: AsyncConnection) -> bool:
-    result = await conn.exec_driver_sql("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
-    return bool(result.scalar())
 
 
 async def leave(conn: AsyncConnection) -> None:

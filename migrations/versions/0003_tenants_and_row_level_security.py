@@ -7,7 +7,7 @@
 * Row-level security ENABLE + FORCE on those tables, one policy each: ``tenant_id`` equals the setting
   (``SET LOCAL`` by app.tenancy). Without the setting a query sees and writes nothing.
 * BM25 statistics are kept per tenant (the triggers group by tenant_id).
-* The service's role ``memsys_app`` (LOGIN, neither superuser nor BYPASSRLS), created if missing, gets
+* The service's role (``memsys_app`` then; the deployment's now: app.db.roles), created if missing, gets
   DML on tenant data and read access to ``api_keys``; migrations keep running as the owner.
 
 Revision ID: 0003
@@ -19,12 +19,13 @@ from collections.abc import Sequence
 
 from alembic import op
 
+from app.db.roles import quoted, role_in_migration
+
 revision: str = "0003"
 down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-SERVICE_ROLE = "memsys_app"
 TENANT_TABLES = (
     "conversation_meta",
     "memcells",
@@ -141,10 +142,12 @@ _OLD_FK = "fk_{table}_memcell_id_memcells"
 
 
 def upgrade() -> None:
+    # app.db.roles.prepare makes the role before the migrations; this makes it for a bare `alembic upgrade`.
+    name = op.get_bind().exec_driver_sql("SELECT quote_literal(%(n)s)", {"n": role_in_migration()}).scalar()
     op.execute(f"""
         DO $$ BEGIN
-            IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{SERVICE_ROLE}') THEN
-                CREATE ROLE {SERVICE_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS;
+            IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {name}) THEN
+                EXECUTE format('CREATE ROLE %I LOGIN NOSUPERUSER NOBYPASSRLS', {name});
             END IF;
         END $$""")
     op.execute("""
@@ -201,10 +204,10 @@ def upgrade() -> None:
             f"CREATE POLICY tenant_isolation ON {table} USING (tenant_id = {CURRENT_TENANT}) "
             f"WITH CHECK (tenant_id = {CURRENT_TENANT})"
         )
-        op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {SERVICE_ROLE}")
-    op.execute(f"GRANT USAGE ON SCHEMA public TO {SERVICE_ROLE}")
-    op.execute(f"GRANT SELECT ON tenants, api_keys, alembic_version TO {SERVICE_ROLE}")
-    op.execute(f"GRANT USAGE, SELECT ON SEQUENCE messages_id_seq TO {SERVICE_ROLE}")
+        op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {_service_role()}")
+    op.execute(f"GRANT USAGE ON SCHEMA public TO {_service_role()}")
+    op.execute(f"GRANT SELECT ON tenants, api_keys, alembic_version TO {_service_role()}")
+    op.execute(f"GRANT USAGE, SELECT ON SEQUENCE messages_id_seq TO {_service_role()}")
 
 
 def downgrade() -> None:
@@ -216,11 +219,11 @@ def downgrade() -> None:
                     'but default first (DELETE FROM tenants WHERE tenant_id <> ''default'' deletes their data)';
             END IF;
         END $$""")
-    op.execute(f"REVOKE USAGE, SELECT ON SEQUENCE messages_id_seq FROM {SERVICE_ROLE}")
-    op.execute(f"REVOKE SELECT ON alembic_version FROM {SERVICE_ROLE}")
-    op.execute(f"REVOKE USAGE ON SCHEMA public FROM {SERVICE_ROLE}")
+    op.execute(f"REVOKE USAGE, SELECT ON SEQUENCE messages_id_seq FROM {_service_role()}")
+    op.execute(f"REVOKE SELECT ON alembic_version FROM {_service_role()}")
+    op.execute(f"REVOKE USAGE ON SCHEMA public FROM {_service_role()}")
     for table in TENANT_TABLES:
-        op.execute(f"REVOKE ALL ON {table} FROM {SERVICE_ROLE}")
+        op.execute(f"REVOKE ALL ON {table} FROM {_service_role()}")
         op.execute(f"DROP POLICY tenant_isolation ON {table}")
         op.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
         op.execute(f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
@@ -252,3 +255,8 @@ def _renamed(name: str) -> str:
         .replace("uq_messages_", "uq_messages_tenant_id_")
         .replace("uq_profiles_", "uq_profiles_tenant_id_")
     )
+
+
+def _service_role() -> str:
+    """The service's role, quoted (its name is the deployment's: app.db.roles)."""
+    return quoted(role_in_migration())

@@ -11,7 +11,7 @@ Revises: 0020
 Create Date: 2026-11-28
 """
 
-from alembic import op
+from app.db import online_ddl
 
 revision = "0021"
 down_revision = "0020"
@@ -20,11 +20,12 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.execute(
-        "CREATE INDEX ix_memories_tenant_id_memory_type ON memories (tenant_id, memory_type) "
-        "INCLUDE (user_id, group_id, timestamp, valid_from, valid_to, has_group_copy)"
+    online_ddl.build_index(
+        "ix_memories_tenant_id_memory_type",
+        "ON memories (tenant_id, memory_type) "
+        "INCLUDE (user_id, group_id, timestamp, valid_from, valid_to, has_group_copy)",
     )
 
 
 def downgrade() -> None:
-    op.execute("DROP INDEX ix_memories_tenant_id_memory_type")
+    online_ddl.drop_index("ix_memories_tenant_id_memory_type")

@@ -13,7 +13,7 @@ Revises: 0021
 Create Date: 2026-11-28
 """
 
-from alembic import op
+from app.db import online_ddl
 
 revision = "0022"
 down_revision = "0021"
@@ -22,11 +22,11 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.execute(
-        "CREATE INDEX ix_memories_tsv_episode_one_copy ON memories USING gin (tsv) "
-        "WHERE memory_type = 'episode' AND NOT has_group_copy"
+    online_ddl.build_index(
+        "ix_memories_tsv_episode_one_copy",
+        "ON memories USING gin (tsv) WHERE memory_type = 'episode' AND NOT has_group_copy",
     )
 
 
 def downgrade() -> None:
-    op.execute("DROP INDEX ix_memories_tsv_episode_one_copy")
+    online_ddl.drop_index("ix_memories_tsv_episode_one_copy")

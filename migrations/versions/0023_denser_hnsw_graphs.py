@@ -13,6 +13,8 @@ Create Date: 2026-11-28
 
 from alembic import op
 
+from app.db import online_ddl
+
 revision = "0023"
 down_revision = "0022"
 branch_labels = None
@@ -36,10 +38,10 @@ def _rebuild(m: int, ef_construction: int) -> None:
     for column, size in {"embedding": _dimensions(), "embedding_xl": XL_DIMENSIONS}.items():
         for memory_type in MEMORY_TYPES:
             name = f"ix_memories_{column}_hnsw_{memory_type}"
-            op.execute(f"DROP INDEX {name}")
-            op.execute(
-                f"CREATE INDEX {name} ON memories USING hnsw (({column}::halfvec({size})) halfvec_cosine_ops) "
-                f"WITH (m = {m}, ef_construction = {ef_construction}) WHERE memory_type = '{memory_type}'"
+            online_ddl.build_index(
+                name,
+                f"ON memories USING hnsw (({column}::halfvec({size})) halfvec_cosine_ops) "
+                f"WITH (m = {m}, ef_construction = {ef_construction}) WHERE memory_type = '{memory_type}'",
             )
 
 

@@ -22,12 +22,14 @@ Create Date: 2026-12-02
 
 from alembic import op
 
+from app.db import online_ddl
+from app.db.roles import quoted, role_in_migration
+
 revision = "0024"
 down_revision = "0023"
 branch_labels = None
 depends_on = None
 
-SERVICE_ROLE = "memsys_app"
 CURRENT_TENANT = "NULLIF(current_setting('memsys.tenant_id', true), '')"
 EVENTS = (
     "formed",
@@ -60,26 +62,7 @@ def upgrade() -> None:
         "ADD COLUMN expires_at timestamptz, "
         "ADD COLUMN deleted_at timestamptz"
     )
-    op.execute(
-        "ALTER TABLE memories ADD CONSTRAINT ck_memories_status "
-        "CHECK (status IN ('current', 'superseded', 'deleted', 'expired'))"
-    )
-    op.execute(
-        "CREATE INDEX ix_memories_not_current ON memories (tenant_id, memory_type, user_id, group_id) "
-        "INCLUDE (status, expires_at, has_group_copy) WHERE status <> 'current' OR expires_at IS NOT NULL"
-    )
-    # The count behind a short answer's metadata.hidden tests a memory's life too: migration 0021's index carries it,
-    # so that the count still reads no memory row.
-    op.execute("DROP INDEX ix_memories_tenant_id_memory_type")
-    op.execute(
-        "CREATE INDEX ix_memories_tenant_id_memory_type ON memories (tenant_id, memory_type) "
-        "INCLUDE (user_id, group_id, timestamp, valid_from, valid_to, has_group_copy, status, superseded_at, expires_at)"
-    )
-    # The memories stating facts about a user, wherever they are (supersession's candidates).
-    op.execute(
-        "CREATE INDEX ix_memories_facts ON memories USING gin ((metadata -> 'facts') jsonb_path_ops) "
-        "WHERE metadata ? 'facts'"
-    )
+    online_ddl.add_check("memories", "ck_memories_status", "status IN ('current', 'superseded', 'deleted', 'expired')")
     events = ", ".join(f"'{event}'" for event in EVENTS)
     op.execute(
         f"""
@@ -106,12 +89,29 @@ def upgrade() -> None:
         f"CREATE POLICY tenant_isolation ON memory_history USING (tenant_id = {CURRENT_TENANT}) "
         f"WITH CHECK (tenant_id = {CURRENT_TENANT})"
     )
-    op.execute(f"GRANT SELECT, INSERT, DELETE ON memory_history TO {SERVICE_ROLE}")
+    op.execute(f"GRANT SELECT, INSERT, DELETE ON memory_history TO {_service_role()}")
     if citus:
         op.execute("SELECT create_distributed_table('memory_history', 'tenant_id', colocate_with => 'memcells')")
     op.execute(
         "ALTER TABLE memory_history ADD CONSTRAINT fk_memory_history_tenant_id_tenants FOREIGN KEY (tenant_id) "
         "REFERENCES tenants (tenant_id) ON DELETE CASCADE"
+    )
+    # The indexes last, built concurrently (each commits what came before it: app.db.online_ddl).
+    online_ddl.build_index(
+        "ix_memories_not_current",
+        "ON memories (tenant_id, memory_type, user_id, group_id) "
+        "INCLUDE (status, expires_at, has_group_copy) WHERE status <> 'current' OR expires_at IS NOT NULL",
+    )
+    # The count behind a short answer's metadata.hidden tests a memory's life too: migration 0021's index carries it,
+    # so that the count still reads no memory row.
+    online_ddl.build_index(
+        "ix_memories_tenant_id_memory_type",
+        "ON memories (tenant_id, memory_type) INCLUDE "
+        "(user_id, group_id, timestamp, valid_from, valid_to, has_group_copy, status, superseded_at, expires_at)",
+    )
+    # The memories stating facts about a user, wherever they are (supersession's candidates).
+    online_ddl.build_index(
+        "ix_memories_facts", "ON memories USING gin ((metadata -> 'facts') jsonb_path_ops) WHERE metadata ? 'facts'"
     )
 
 
@@ -128,3 +128,8 @@ def downgrade() -> None:
         "ALTER TABLE memories DROP CONSTRAINT ck_memories_status, DROP COLUMN status, DROP COLUMN superseded_by, "
         "DROP COLUMN superseded_at, DROP COLUMN expires_at, DROP COLUMN deleted_at"
     )
+
+
+def _service_role() -> str:
+    """The service's role, quoted (its name is the deployment's: app.db.roles)."""
+    return quoted(role_in_migration())

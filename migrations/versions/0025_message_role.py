@@ -13,6 +13,8 @@ Create Date: 2026-12-07
 import sqlalchemy as sa
 from alembic import op
 
+from app.db import online_ddl
+
 revision = "0025"
 down_revision = "0024"
 branch_labels = None
@@ -21,7 +23,7 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("messages", sa.Column("role", sa.Text(), nullable=True))
-    op.create_check_constraint(op.f("ck_messages_role"), "messages", "role IN ('user', 'assistant', 'system', 'tool')")
+    online_ddl.add_check("messages", "ck_messages_role", "role IN ('user', 'assistant', 'system', 'tool')")
 
 
 def downgrade() -> None:

@@ -1,0 +1,167 @@
+"""The service's role: which one, making it, and exactly what it may do.
+
+memsys logs in twice: as the **owner** (``MEMSYS_DATABASE_URL``), who owns the schema and runs the migrations and the
+admin commands, and as the **service role** (``MEMSYS_SERVICE_DATABASE_URL``'s user), which serves requests and which
+row-level security holds. The service role is per deployment: its name is the service URL's user, by default
+``<database>_app`` (``memsys_app`` for a database named ``memsys``), so two memsys databases on one cluster never
+share a role or a password.
+
+``memsys migrate`` (and ``serve`` with migrate-on-start) calls ``prepare`` before the migrations and ``grant`` after
+them: the role is made when missing and the owner may make roles (its password the service URL's, if it has one),
+the owner is made a member (admin commands act as the service with ``SET LOCAL ROLE``), and the role gets
+``SERVICE_PRIVILEGES``, nothing more. When the owner may not do a step, ``ServiceRoleMissing`` says what an
+administrator must run. A password is set only when the role is made, or when asked (``--set-service-password``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, make_url
+
+from app.db.embedded import sqlalchemy_url
+from app.errors import ConfigurationError
+
+LEGACY_ROLE = "memsys_app"
+"""The one role of memsys before the name became per deployment (migration 0003 made it)."""
+
+# (privileges, objects): what the service role may do, in the order an administrator would grant it.
+SERVICE_PRIVILEGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("USAGE", ("SCHEMA public",)),
+    (
+        "SELECT, INSERT, UPDATE, DELETE",
+        (
+            "conversation_meta",
+            "memcells",
+            "messages",
+            "memories",
+            "bm25_corpus_stats",
+            "bm25_term_stats",
+            "profiles",
+            "agent_offloads",
+            "forgotten_users",
+            "procrastinate_jobs",
+            "procrastinate_events",
+            "procrastinate_periodic_defers",
+            "procrastinate_workers",
+        ),
+    ),
+    ("SELECT, INSERT, DELETE", ("memory_history",)),
+    ("SELECT", ("tenants", "api_keys", "alembic_version", "service_role", "tenant_memories")),
+    (
+        "USAGE, SELECT",
+        (
+            "SEQUENCE messages_id_seq",
+            "SEQUENCE procrastinate_jobs_id_seq",
+            "SEQUENCE procrastinate_events_id_seq",
+            "SEQUENCE procrastinate_periodic_defers_id_seq",
+        ),
+    ),
+)
+
+_NOT_IDENTIFIER = re.compile(r"[^a-z0-9_]+")
+
+
+class ServiceRoleMissing(ConfigurationError):
+    """The owner may not make the service role or grant it to itself: an administrator must."""
+
+
+def default_service_role(database: str) -> str:
+    """``<database>_app`` as an identifier (lower case, letters, digits and ``_``, at most 63 bytes)."""
+    name = _NOT_IDENTIFIER.sub("_", database.lower()).strip("_") or "memsys"
+    return f"{name[:59]}_app"
+
+
+def service_role_of(service_url: str) -> str:
+    """The role a service URL logs in as."""
+    role = make_url(sqlalchemy_url(service_url)).username
+    if not role:
+        raise ConfigurationError("MEMSYS_SERVICE_DATABASE_URL names no user: give the service role's login in it")
+    return role
+
+
+def grant_statements(role: str) -> list[str]:
+    """The GRANT statements that give ``role`` what the service needs (docs/managed-postgres.md lists them)."""
+    quoted = _quoted(role)
+    statements = []
+    for privileges, objects in SERVICE_PRIVILEGES:
+        for kind in ("SCHEMA", "SEQUENCE", None):
+            named = [o for o in objects if (o.split(" ", 1)[0] == kind if kind else " " not in o)]
+            if named:
+                prefix = f"{kind} " if kind else ""
+                names = ", ".join(o.split(" ", 1)[1] if kind else o for o in named)
+                statements.append(f"GRANT {privileges} ON {prefix}{names} TO {quoted}")
+    return statements
+
+
+def prepare(conn: Connection, role: str, password: str | None, *, set_password: bool = False) -> None:
+    """Before the migrations, as the owner: the role exists and is safe, and the owner may act as it."""
+    found = conn.execute(
+        text("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = :role"), {"role": role}
+    ).first()
+    owner = conn.execute(
+        text("SELECT current_user, rolsuper, rolcreaterole FROM pg_roles WHERE rolname = current_user")
+    ).one()
+    if found is None:
+        if not (owner.rolsuper or owner.rolcreaterole):
+            raise ServiceRoleMissing(_admin_must(role, owner.current_user, create=True))
+        conn.execute(text(f"CREATE ROLE {_quoted(role)} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE"))
+        set_password = password is not None
+    elif found[0]:
+        raise ConfigurationError(
+            f"The service role {role!r} is a superuser or BYPASSRLS, for which row-level security does not hold: "
+            "give the service a role that is neither (MEMSYS_SERVICE_DATABASE_URL)."
+        )
+    if set_password and password is not None:
+        literal = conn.execute(text("SELECT quote_literal(:p)"), {"p": password}).scalar_one()
+        conn.execute(text(f"ALTER ROLE {_quoted(role)} PASSWORD {literal}"))
+    if not owner.rolsuper and not _is_member(conn, owner.current_user, role):
+        try:
+            with conn.begin_nested():
+                conn.execute(text(f"GRANT {_quoted(role)} TO {_quoted(owner.current_user)}"))
+        except Exception as exc:  # noqa: BLE001 - any refusal means an administrator must grant it
+            raise ServiceRoleMissing(_admin_must(role, owner.current_user, create=False)) from exc
+
+
+def grant(conn: Connection, role: str) -> None:
+    """After the migrations, as the owner: the role gets ``SERVICE_PRIVILEGES`` and is recorded as the service's."""
+    for statement in grant_statements(role):
+        conn.execute(text(statement))
+    conn.execute(text("DELETE FROM service_role"))
+    conn.execute(text("INSERT INTO service_role (name) VALUES (:role)"), {"role": role})
+
+
+def _is_member(conn: Connection, member: str, role: str) -> bool:
+    return bool(
+        conn.execute(text("SELECT pg_has_role(:member, :role, 'MEMBER')"), {"member": member, "role": role}).scalar()
+    )
+
+
+def _admin_must(role: str, owner: str, *, create: bool) -> str:
+    steps = []
+    if create:
+        steps.append(f"CREATE ROLE {_quoted(role)} LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '<password>';")
+    steps.append(f"GRANT {_quoted(role)} TO {_quoted(owner)};")
+    why = "may not create roles (no CREATEROLE)" if create else f"may not make itself a member of {role!r}"
+    return (
+        f"The owner {owner!r} {why}. An administrator runs, once: {' '.join(steps)} Then run `memsys migrate` "
+        "again: it grants the role what the service needs (docs/managed-postgres.md)."
+    )
+
+
+def _quoted(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def role_in_migration() -> str:
+    """The service role's name inside a migration (app.db.migrate puts it in Alembic's configuration; a bare
+    ``alembic`` run has the name of earlier versions)."""
+    from alembic import context
+
+    return context.config.attributes.get("service_role", LEGACY_ROLE)
+
+
+def quoted(identifier: str) -> str:
+    """An identifier quoted for SQL."""
+    return _quoted(identifier)
