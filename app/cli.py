@@ -1,4 +1,5 @@
-"""The ``memsys`` command: serve, worker, mcp, export, import, reembed, migrate, db-url, keys, local-model."""
+"""The ``memsys`` command: serve, worker, mcp, export, import, reembed, migrate, backup, restore, db-url, keys,
+local-model."""
 
 from __future__ import annotations
 
@@ -49,7 +50,21 @@ def main(argv: list[str] | None = None) -> int:
         "reembed", help="embed every memory again with the configured model (after changing MEMSYS_EMBEDDING_*)"
     )
     reembed.add_argument("--batch-size", type=int, default=256, help="memories per batch (default 256)")
-    commands.add_parser("migrate", help="apply the database migrations (alembic upgrade head)")
+    migrate = commands.add_parser(
+        "migrate", help="make or check the service role, apply the database migrations, grant the role what it needs"
+    )
+    migrate.add_argument(
+        "--set-service-password",
+        action="store_true",
+        help="make the password in MEMSYS_SERVICE_DATABASE_URL the service role's (otherwise it is set only when "
+        "migrate makes the role)",
+    )
+    backup = commands.add_parser("backup", help="write the whole database to a file (pg_dump, as the owner)")
+    backup.add_argument("--output", "-o", required=True, help="the file to write (pg_dump's custom format)")
+    restore = commands.add_parser(
+        "restore", help="load a backup into an empty database, then migrate (the service role and its grants)"
+    )
+    restore.add_argument("path", help="a file written by memsys backup")
     commands.add_parser("db-url", help="print the database URL (starts the embedded server if needed)")
     keys = commands.add_parser("keys", help="API keys: create, list, revoke (with the owner's database URL)")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
@@ -104,6 +119,8 @@ STARTUP_MODULES = {
     "import": ("app.transfer.service", "app.runtime"),
     "reembed": ("app.memories.reembed", "app.db.engine"),
     "migrate": ("app.db.engine",),
+    "backup": ("app.db.backup", "app.db.engine"),
+    "restore": ("app.db.backup", "app.db.engine"),
     "keys": ("app.tenancy.service", "app.db.engine"),
     "db-url": ("app.db.engine",),
     "local-model": (),
@@ -140,7 +157,9 @@ def _run(args: argparse.Namespace, settings: Settings, verbose: bool) -> int:
     if args.command == "reembed":
         return _reembed(settings, args.batch_size)
     if args.command == "migrate":
-        return _migrate(settings)
+        return _migrate(settings, args.set_service_password)
+    if args.command in ("backup", "restore"):
+        return _backup_or_restore(settings, args)
     if args.command == "keys":
         return _keys(settings, args)
     if args.command == "local-model":
@@ -365,15 +384,32 @@ def _reembed(settings: Settings, batch_size: int) -> int:
     return 0
 
 
-def _migrate(settings: Settings) -> int:
+def _migrate(settings: Settings, set_service_password: bool = False) -> int:
     from app.db.engine import migrate_schema, resolve_database_url
     from app.db.migrate import current_revision
 
     url = resolve_database_url(settings)
     before = current_revision(url)
-    migrate_schema(settings, url)
+    migrate_schema(settings, url, set_service_password=set_service_password)
     after = current_revision(url)
     print(f"migrated to head: {before or 'an empty database'} → {after}" if before != after else f"at head: {after}")
+    return 0
+
+
+def _backup_or_restore(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from app.db import backup
+    from app.db.engine import migrate_schema, resolve_database_url
+
+    url = resolve_database_url(settings)
+    if args.command == "backup":
+        backup.backup(url, Path(args.output))
+        print(f"memsys backup: written to {args.output}", file=sys.stderr)
+        return 0
+    backup.restore(url, Path(args.path))
+    migrate_schema(settings, url)
+    print(f"memsys restore: {args.path} loaded and migrated", file=sys.stderr)
     return 0
 
 

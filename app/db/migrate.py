@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from alembic import command
 from alembic.config import Config
@@ -78,26 +80,37 @@ def upgrade(
 
 
 def _upgrade(cfg: Config, database_url: str, revision: str, role: str, password: str | None, set_password: bool):
-    set_service_password = set_password
     engine = create_engine(sqlalchemy_url(database_url))
     try:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
-            try:
-                roles.prepare(conn, role, password, set_password=set_service_password)
-                conn.commit()
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, revision)
-                conn.commit()
-                if revision == "head":
-                    roles.grant(conn, role)
-                    conn.commit()
-            finally:
-                conn.rollback()
-                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
+        with _migration_lock(engine), engine.connect() as conn:
+            roles.prepare(conn, role, password, set_password=set_password)
+            conn.commit()
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+            conn.commit()
+            if revision == "head":
+                roles.grant(conn, role)
                 conn.commit()
     finally:
         engine.dispose()
+
+
+@contextmanager
+def _migration_lock(engine) -> Iterator[None]:
+    """Hold ``MIGRATION_LOCK`` on a connection of its own, asked for with ``pg_try_advisory_lock`` between sleeps: a
+    process blocked in ``pg_advisory_lock`` would hold a snapshot, for which the other's concurrent index build waits
+    (a deadlock); one that asks again and again holds none between its questions."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as lock:
+        waited = False
+        while not lock.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": MIGRATION_LOCK}).scalar():
+            if not waited:
+                log.warning("another memsys is migrating this database: waiting for it to finish")
+                waited = True
+            time.sleep(0.5)
+        try:
+            yield
+        finally:
+            lock.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
 
 
 def current_revision(database_url: str) -> str | None:

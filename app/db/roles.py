@@ -116,10 +116,12 @@ def prepare(conn: Connection, role: str, password: str | None, *, set_password: 
     if set_password and password is not None:
         literal = conn.execute(text("SELECT quote_literal(:p)"), {"p": password}).scalar_one()
         conn.execute(text(f"ALTER ROLE {_quoted(role)} PASSWORD {literal}"))
-    if not owner.rolsuper and not _is_member(conn, owner.current_user, role):
+    if not owner.rolsuper and not _may_act_as(conn, owner.current_user, role):
+        # From PostgreSQL 16 a role's creator administers it but may not act as it until it grants itself that.
+        with_set = " WITH SET TRUE" if _server_version(conn) >= 160000 else ""
         try:
             with conn.begin_nested():
-                conn.execute(text(f"GRANT {_quoted(role)} TO {_quoted(owner.current_user)}"))
+                conn.execute(text(f"GRANT {_quoted(role)} TO {_quoted(owner.current_user)}{with_set}"))
         except Exception as exc:  # noqa: BLE001 - any refusal means an administrator must grant it
             raise ServiceRoleMissing(_admin_must(role, owner.current_user, create=False)) from exc
 
@@ -132,10 +134,16 @@ def grant(conn: Connection, role: str) -> None:
     conn.execute(text("INSERT INTO service_role (name) VALUES (:role)"), {"role": role})
 
 
-def _is_member(conn: Connection, member: str, role: str) -> bool:
+def _may_act_as(conn: Connection, member: str, role: str) -> bool:
+    """Whether ``member`` may ``SET ROLE`` to ``role`` (PostgreSQL 16's SET option; before it, membership)."""
+    option = "SET" if _server_version(conn) >= 160000 else "MEMBER"
     return bool(
-        conn.execute(text("SELECT pg_has_role(:member, :role, 'MEMBER')"), {"member": member, "role": role}).scalar()
+        conn.execute(text(f"SELECT pg_has_role(:member, :role, '{option}')"), {"member": member, "role": role}).scalar()
     )
+
+
+def _server_version(conn: Connection) -> int:
+    return int(conn.execute(text("SHOW server_version_num")).scalar())
 
 
 def _admin_must(role: str, owner: str, *, create: bool) -> str:
