@@ -107,12 +107,13 @@ class Runtime:
 
 
 def build_runtime(settings: Settings) -> Runtime:
-    """Connect (starting the embedded server if no URL is set), migrate if asked, check the schema and that
-    the service's login is held by row-level security."""
+    """Connect (starting the embedded server if no URL is set), migrate if asked, check that the schema is this
+    code's and that the service's login is held by row-level security."""
     database_url = resolve_database_url(settings)
     service_url = service_database_url(settings, database_url)
     if settings.migrate_on_start:
         migrate_schema(settings, database_url)
+    migrate.check_schema(database_url)
     migrate.check_embedding_dimensions(database_url, settings.embedding_dimensions)
     check_service_role(service_url)
     embedder = create_embedder(settings)  # the model loads later: Runtime.warm_up, or the first embed

@@ -98,3 +98,16 @@ def test_a_setting_that_does_not_validate_is_named() -> None:
 def test_serving_every_address_before_any_key_is_refused_in_one_line(empty_database: str) -> None:
     done = memsys("serve", "--host", "0.0.0.0", "--port", "0", MEMSYS_DATABASE_URL=empty_database)
     said_plainly(done, "Refusing to serve 0.0.0.0 without API keys", "memsys keys create")
+
+
+def test_serving_a_schema_that_is_not_this_codes_is_refused_in_one_line(empty_database: str) -> None:
+    """Without migrate-on-start (replicas upgraded by one `memsys migrate`): a database behind this code, ahead of
+    it, or never migrated is named, with what to do, before anything is served."""
+    off = {"MEMSYS_DATABASE_URL": empty_database, "MEMSYS_MIGRATE_ON_START": "false"}
+    said_plainly(memsys("serve", "--port", "0", **off), "no memsys schema yet", "memsys migrate")
+    migrate.upgrade(empty_database, 384, "0020")
+    said_plainly(memsys("serve", "--port", "0", **off), "at revision 0020", "run `memsys migrate`")
+    migrate.upgrade(empty_database, 384)
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999_from_a_newer_memsys'")
+    said_plainly(memsys("worker", **off), "newer memsys", "9999_from_a_newer_memsys")

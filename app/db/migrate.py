@@ -129,6 +129,34 @@ def downgrade(database_url: str, embedding_dimensions: int, revision: str = "bas
     command.downgrade(alembic_config(database_url, embedding_dimensions), revision)
 
 
+def check_schema(database_url: str) -> None:
+    """Refuse to serve a database this code does not match: never migrated, migrated by a newer memsys (an older
+    replica started during an upgrade would fail on it at its first request), or not yet migrated to this code's head
+    (``memsys migrate`` runs first: docs/operations.md, "Upgrades")."""
+    from alembic.script import ScriptDirectory
+
+    found = current_revision(database_url)
+    scripts = ScriptDirectory.from_config(alembic_config(database_url, 0, service_role="unused"))
+    head = scripts.get_current_head()
+    if found == head:
+        return
+    if found is None:
+        raise ConfigurationError(
+            "The database has no memsys schema yet: run `memsys migrate` (as the owner), or start with "
+            "MEMSYS_MIGRATE_ON_START=true."
+        )
+    known = {script.revision for script in scripts.walk_revisions()}
+    if found not in known:
+        raise ConfigurationError(
+            f"The database was migrated by a newer memsys (revision {found}; this one knows up to {head}). Run that "
+            "version of memsys or a newer one: an older memsys cannot serve a newer schema."
+        )
+    raise ConfigurationError(
+        f"The database is at revision {found} and this memsys needs {head}: run `memsys migrate` with this version "
+        "first (docs/operations.md, \"Upgrades\"), or start with MEMSYS_MIGRATE_ON_START=true."
+    )
+
+
 def check_embedding_dimensions(database_url: str, embedding_dimensions: int) -> None:
     """Refuse to start when the database's vector column was made for another embedding model."""
     engine = create_engine(sqlalchemy_url(database_url))

@@ -3,8 +3,8 @@
 memsys logs in twice: as the **owner** (``MEMSYS_DATABASE_URL``), who owns the schema and runs the migrations and the
 admin commands, and as the **service role** (``MEMSYS_SERVICE_DATABASE_URL``'s user), which serves requests and which
 row-level security holds. The service role is per deployment: its name is the service URL's user, by default
-``<database>_app`` (``memsys_app`` for a database named ``memsys``), so two memsys databases on one cluster never
-share a role or a password.
+``<database>_app`` (``memsys_app`` for a database named ``memsys``, or the embedded server's ``postgres``), so two
+memsys databases on one cluster never share a role or a password.
 
 ``memsys migrate`` (and ``serve`` with migrate-on-start) calls ``prepare`` before the migrations and ``grant`` after
 them: the role is made when missing and the owner may make roles (its password the service URL's, if it has one),
@@ -68,8 +68,11 @@ class ServiceRoleMissing(ConfigurationError):
 
 
 def default_service_role(database: str) -> str:
-    """``<database>_app`` as an identifier (lower case, letters, digits and ``_``, at most 63 bytes)."""
-    name = _NOT_IDENTIFIER.sub("_", database.lower()).strip("_") or "memsys"
+    """``<database>_app`` as an identifier (lower case, letters, digits and ``_``, at most 63 bytes); ``memsys_app``
+    for a database named ``memsys`` or ``postgres`` (the embedded server's), as before names were per deployment."""
+    name = _NOT_IDENTIFIER.sub("_", database.lower()).strip("_")
+    if name in ("", "memsys", "postgres"):
+        return LEGACY_ROLE
     return f"{name[:59]}_app"
 
 
