@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 import pytest
 from alembic import command
@@ -277,3 +279,35 @@ def test_the_count_behind_a_short_answer_reads_no_memory_row(empty_database: str
         conn.execute("DROP INDEX ix_memories_tenant_id_memory_type")
     assert "Index Only Scan using ix_memories_tenant_id_memory_type" not in plan()
     assert "Heap Fetches: 0" not in plan().split("ix_memories_not_current")[0]
+
+
+def test_revision_ids_are_unique_numbered_as_their_files_and_form_one_line() -> None:
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(migrate.alembic_config("postgresql://unused/unused", 384, service_role="x"))
+    chain = list(reversed(list(scripts.walk_revisions())))
+    assert len(scripts.get_heads()) == 1 and len(scripts.get_bases()) == 1
+    files = sorted(p.name for p in (Path(scripts.dir) / "versions").glob("[0-9]*.py"))
+    assert [script.revision for script in chain] == [f"{i:04d}" for i in range(1, len(chain) + 1)]
+    assert [Path(script.path).name for script in chain] == files
+    for before, after in zip(chain, chain[1:], strict=False):
+        assert after.down_revision == before.revision and not after.branch_labels and not after.dependencies
+
+
+def test_a_database_that_ran_the_retired_0015_gets_mains_0015(empty_database: str) -> None:
+    """Commit 4cc0fb6 numbered another migration 0015 (it added messages.embedding_digest): a database it migrated
+    skipped main's 0015; migration 0027 does what that did and drops the retired column."""
+    migrate.upgrade(empty_database, 384, "0014")
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("ALTER TABLE messages ADD COLUMN embedding_digest text")  # what the retired 0015 did
+        conn.execute("UPDATE alembic_version SET version_num = '0015'")
+    migrate.upgrade(empty_database, 384)
+    with psycopg.connect(empty_database) as conn:
+        options = dict(
+            conn.execute("SELECT relname, reloptions FROM pg_class WHERE relname IN ('memories', 'messages')")
+        )
+        assert options == {"memories": ["toast_tuple_target=8160"], "messages": ["toast_tuple_target=8160"]}
+        assert conn.execute(
+            "SELECT count(*) FROM pg_attribute WHERE attrelid = 'messages'::regclass AND attname = 'embedding_digest' "
+            "AND NOT attisdropped"
+        ).fetchone() == (0,)
