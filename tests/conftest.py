@@ -33,7 +33,7 @@ from app.settings import Settings
 TEST_DB = "memsys_test"
 TABLES = (
     "tenants, api_keys, memories, memcells, messages, profiles, conversation_meta, bm25_term_stats, bm25_corpus_stats, "
-    "agent_offloads"
+    "agent_offloads, inspector_sessions"
 )
 
 

@@ -47,7 +47,7 @@ SERVICE_PRIVILEGES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "procrastinate_workers",
         ),
     ),
-    ("SELECT, INSERT, DELETE", ("memory_history",)),
+    ("SELECT, INSERT, DELETE", ("memory_history", "inspector_sessions")),
     ("SELECT", ("tenants", "api_keys", "alembic_version", "service_role", "tenant_memories")),
     (
         "USAGE, SELECT",

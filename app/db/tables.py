@@ -434,6 +434,20 @@ memory_history = Table(
     Index("ix_memory_history_tenant_id_user_id", "tenant_id", "user_id"),
 )
 
+# The inspector's sign-ins (migration 0028): shared by every replica, so a browser's cookie from one works on the
+# next. The cookie's session id is stored as its SHA-256 only, and the key as its hash (as api_keys holds it); no
+# row-level security: a request is looked up before its tenant is known, as its key is.
+inspector_sessions = Table(
+    "inspector_sessions",
+    metadata,
+    Column("id_hash", Text, primary_key=True),
+    Column("key_hash", Text, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("csrf_token", Text, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index(None, "expires_at"),
+)
+
 # The name of the deployment's service role (app.db.roles writes it after every migrate; migration 0026).
 service_role = Table("service_role", metadata, Column("name", Text, primary_key=True))
 

@@ -78,7 +78,7 @@ def create_app(
             app.state.runtime = runtime
             app.state.key_cache = KeyCache(settings.key_cache_seconds)
             app.state.keys_watch = KeysWatch(runtime.service_url, app.state.key_cache.clear)
-            app.state.inspector_sessions = InspectorSessions()
+            app.state.inspector_sessions = InspectorSessions(runtime.engine)
             app.state.gauges = Gauges(settings.metrics_refresh_seconds)
             app.state.readiness = Readiness()
             _, app.state.mcp_sessions = build_http(settings.host)

@@ -52,37 +52,44 @@ class KeyCache:
 
 
 def bearer_token(connection: ASGIConnection) -> str | None:
-    """The key of ``Authorization: Bearer``; under /inspect, without that header, the key of the inspector
-    session the login form's cookie names (a browser navigating cannot send a header)."""
+    """The key of ``Authorization: Bearer``."""
     scheme, _, token = connection.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer":
-        return token.strip() or None
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def inspector_cookie(connection: ASGIConnection) -> str | None:
+    """Under /inspect, the session id of the login form's cookie (a browser navigating cannot send a header)."""
     path = connection.url.path
     if path == INSPECTOR_PATH or path.startswith(INSPECTOR_PATH + "/"):
-        session = connection.app.state.inspector_sessions.get(connection.cookies.get(INSPECTOR_SESSION_COOKIE))
-        return session.key if session else None
+        return connection.cookies.get(INSPECTOR_SESSION_COOKIE)
     return None
 
 
 async def authenticate(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
+    """The request's tenant (``state.tenant``) and who it is (``state.actor``): from its bearer key, or, under
+    /inspect without one, from the inspector session its cookie names (``state.inspector_session``)."""
     if handler.opt.get("public") or connection.url.path.startswith(DOCS_PATHS):
         return
     runtime: Runtime = connection.app.state.runtime
     cache: KeyCache = connection.app.state.key_cache
     bearer = bearer_token(connection)
-    key_hash = keys.key_hash(bearer) if bearer else None
+    session = None
+    if bearer is None and (cookie := inspector_cookie(connection)):
+        session = await connection.app.state.inspector_sessions.get(cookie)
+    connection.state.inspector_session = session
+    key_hash = keys.key_hash(bearer) if bearer else session.key_hash if session else None
     anonymous_ok = keys.anonymous_allowed(runtime.settings.host, runtime.settings.allow_anonymous)
     tenant = cache.get(key_hash) if key_hash else None
     if tenant is None and key_hash is None and anonymous_ok and connection.app.state.keys_watch.anonymous:
         tenant = keys.DEFAULT_TENANT  # no active key exists: app.tenancy.watch knows it without a query
     if tenant is None:
         async with runtime.engine.connect() as conn:
-            tenant, valid_key = await keys.authenticate(conn, bearer, anonymous_ok=anonymous_ok)
+            tenant, valid_key = await keys.authenticate_hash(conn, key_hash, anonymous_ok=anonymous_ok)
         if valid_key:
             cache.put(key_hash, tenant)
     connection.state.tenant = tenant
     # Who a memory's history says did an edit, a delete or a restore: the key's prefix, as `memsys keys list` shows it.
-    connection.state.actor = f"key:{bearer[: len(keys.KEY_PREFIX) + 6]}" if bearer else "anonymous"
+    connection.state.actor = session.actor if session else keys.key_actor(bearer)
 
 
 def actor_of(connection: ASGIConnection) -> str:

@@ -1,12 +1,12 @@
 """What keeps the inspector safe in a browser (issue 27): server-side sessions, the same-origin check of its forms,
 CSRF tokens, and the headers every inspector response carries.
 
-**Sessions.** The login cookie holds a random session id (256 bits), never the API key: the key stays in this
-process's memory, mapped from the id, so a cookie that leaks (a proxy's log, a shared machine) is worth nothing
-once the session ends, and nothing a browser stores can call the API. A session ends at logout, when its key
-stops working (revoked: the next page finds no valid key), after ``SESSION_SECONDS``, or when the server
-restarts (memory only: the inspector is a tool a person signs in to again; no table, no migration). Sessions are
-per process, like the key cache; ``memsys serve`` runs one.
+**Sessions.** The login cookie holds a random session id (256 bits), never the API key. PostgreSQL keeps the
+sessions (``inspector_sessions``, migration 0028), so every replica behind a load balancer knows a cookie another
+one gave: the id as its SHA-256 only, the key as its hash, as ``api_keys`` holds it — a cookie that leaks (a proxy's
+log, a shared machine) is worth nothing once the session ends, nothing a browser stores can call the API, and the
+table gives no cookie and no key away. A session ends at logout, when its key stops working (revoked: the next
+page finds no valid key), or after ``SESSION_SECONDS``.
 **Forms.** Login and logout are POSTs that a page of another origin must not make: their ``Origin`` must be this
 server's (a browser always sends it on a POST; a client without it and without ``Sec-Fetch-Site`` is not a
 browser, so not the victim of a forged request). Logout also needs the session's CSRF token, which only the
@@ -15,21 +15,22 @@ inspector's own pages hold (in the form).
 
 from __future__ import annotations
 
+import hashlib
 import secrets
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from litestar.datastructures import MutableScopeHeaders
 from litestar.types import Message, Scope
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.http.auth import INSPECTOR_PATH
 from app.http.limits import request_path
+from app.inspect import repository
+from app.tenancy.service import key_actor, key_hash
 
 SESSION_SECONDS = 12 * 3600
-MAX_SESSIONS = 10_000
-"""Sessions kept at most; beyond, the oldest ends (only valid keys open one)."""
 
 SECURITY_HEADERS = {
     # No script at all; the one inline <style> of the layout; forms post to this origin only; never in a frame.
@@ -44,37 +45,48 @@ SECURITY_HEADERS = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Session:
-    key: str
-    csrf_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    expires: float = field(default_factory=lambda: time.monotonic() + SESSION_SECONDS)
+    key_hash: str
+    actor: str
+    """Who the memory history names for the session's edits: the key's prefix, as for a request with the key."""
+    csrf_token: str
 
 
 class InspectorSessions:
-    """Session id → the API key it signs in with and its CSRF token; one per app."""
+    """Session id → the key (its hash) it signs in with and its CSRF token, in PostgreSQL; one per app."""
 
-    def __init__(self) -> None:
-        self._sessions: dict[str, Session] = {}
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
 
-    def open(self, key: str) -> str:
+    async def open(self, key: str) -> str:
         """A new session for a valid key; its id (the cookie's value)."""
-        if len(self._sessions) >= MAX_SESSIONS:
-            del self._sessions[next(iter(self._sessions))]  # the oldest: dicts keep insertion order
         session_id = secrets.token_urlsafe(32)
-        self._sessions[session_id] = Session(key)
+        row = {
+            "id_hash": _id_hash(session_id),
+            "key_hash": key_hash(key),
+            "actor": key_actor(key),
+            "csrf_token": secrets.token_urlsafe(32),
+        }
+        async with self._engine.begin() as conn:
+            await repository.open_session(conn, row, SESSION_SECONDS)
         return session_id
 
-    def get(self, session_id: str | None) -> Session | None:
-        session = self._sessions.get(session_id) if session_id else None
-        if session is not None and session.expires < time.monotonic():
-            self.close(session_id)
+    async def get(self, session_id: str | None) -> Session | None:
+        if not session_id:
             return None
-        return session
+        async with self._engine.connect() as conn:
+            row = await repository.session(conn, _id_hash(session_id))
+        return Session(**row) if row else None
 
-    def close(self, session_id: str | None) -> None:
+    async def close(self, session_id: str | None) -> None:
         if session_id:
-            self._sessions.pop(session_id, None)
+            async with self._engine.begin() as conn:
+                await repository.close_session(conn, _id_hash(session_id))
+
+
+def _id_hash(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()
 
 
 def csrf_token_matches(session: Session | None, token: str) -> bool:

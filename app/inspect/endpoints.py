@@ -1,10 +1,11 @@
 """The inspector's pages (GET /inspect…): server-rendered HTML, no JavaScript, behind the API keys.
 
-A browser cannot send ``Authorization``, so the login form opens a server-side session for the key and puts its
-id in an HttpOnly, SameSite=Strict cookie sent only to /inspect pages (app.http.auth finds the key there; the
-cookie never holds the key: app.inspect.browser). Login and logout are same-origin POSTs, logout with the page's
-CSRF token; every response carries the CSP, frame and nosniff headers. A page asked for without a valid key
-redirects to the form; every other route keeps its JSON 401. Not in the OpenAPI document: pages for people.
+A browser cannot send ``Authorization``, so the login form opens a server-side session for the key and puts its id
+in an HttpOnly, SameSite=Strict cookie sent only to /inspect pages (app.http.auth finds the session there; the
+cookie never holds the key, and PostgreSQL keeps the sessions for every replica: app.inspect.browser). Login and
+logout are same-origin POSTs, logout with the page's CSRF token; every response carries the CSP, frame and nosniff
+headers. A page asked for without a valid key redirects to the form; every other route keeps its JSON 401. Not in
+the OpenAPI document: pages for people.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 from typing import Any, get_args
 
 from litestar import Controller, Request, get, post
+from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, URLEncodedBody
@@ -41,14 +43,14 @@ def page(request: Request, template: str, *, status_code: int = 200, **context: 
     """A page in the layout: the tenant, whether a key opened it, and the search box (prefilled)."""
     search = {"q": "", "group_id": "", "user_id": "", "data_source": "episode", "mode": "rrf"}
     search.update(context.pop("search", {}))
-    session = _sessions(request).get(request.cookies.get(INSPECTOR_SESSION_COOKIE))
+    session = request.state.get("inspector_session")
     return Template(
         template_name=template,
         status_code=status_code,
         context={
             "tenant": request.state.get("tenant"),
             # The guard let a request without any key through: anonymous access (no key exists).
-            "anonymous": bearer_token(request) is None,
+            "anonymous": bearer_token(request) is None and session is None,
             "signed_in": session is not None,
             "csrf_token": session.csrf_token if session else "",
             "search": search,
@@ -63,8 +65,10 @@ def _sessions(request: Request) -> InspectorSessions:
     return request.app.state.inspector_sessions
 
 
-def _end_session(request: Request, response: Response) -> Response:
-    _sessions(request).close(request.cookies.get(INSPECTOR_SESSION_COOKIE))
+def _end_session(request: Request, response: Response, *, closed: bool = False) -> Response:
+    """The cookie deleted, and the session's row too once the response is sent (unless ``closed`` already)."""
+    if not closed and (cookie := request.cookies.get(INSPECTOR_SESSION_COOKIE)):
+        response.background = BackgroundTask(_sessions(request).close, cookie)
     response.delete_cookie(INSPECTOR_SESSION_COOKIE, path=INSPECTOR_PATH)
     return response
 
@@ -146,7 +150,7 @@ class InspectorController(Controller):
     ) -> Response:
         """``edit`` (with ``content``), ``delete`` or ``restore``: a same-origin POST with the session's CSRF token, as
         logout; then the memory's page again."""
-        session = _sessions(request).get(request.cookies.get(INSPECTOR_SESSION_COOKIE))
+        session = request.state.get("inspector_session")
         forged = session is not None and not csrf_token_matches(session, data.csrf_token)
         if forged or not same_origin(request.headers):
             return _cross_origin(request)
@@ -180,7 +184,7 @@ class InspectorController(Controller):
             redirect.set_cookie(
                 Cookie(
                     key=INSPECTOR_SESSION_COOKIE,
-                    value=_sessions(request).open(data.key.strip()),
+                    value=await _sessions(request).open(data.key.strip()),
                     path=INSPECTOR_PATH,
                     httponly=True,
                     samesite="strict",
@@ -192,8 +196,10 @@ class InspectorController(Controller):
     @post("/logout", operation_id="inspectLogout", opt={"public": True}, status_code=303)
     async def logout(self, request: Request, data: URLEncodedBody[LogoutForm]) -> Response:
         """Ends the session: a same-origin POST with the session's CSRF token (a 403 otherwise)."""
-        session = _sessions(request).get(request.cookies.get(INSPECTOR_SESSION_COOKIE))
+        cookie = request.cookies.get(INSPECTOR_SESSION_COOKIE)
+        session = await _sessions(request).get(cookie)
         forged = session is not None and not csrf_token_matches(session, data.csrf_token)
         if forged or not same_origin(request.headers):
             return _cross_origin(request)
-        return _end_session(request, Redirect(LOGIN_PATH, status_code=303))
+        await _sessions(request).close(cookie)  # before the answer: the cookie opens nothing once it is read
+        return _end_session(request, Redirect(LOGIN_PATH, status_code=303), closed=True)

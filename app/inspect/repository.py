@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Column, Select, func, select, union
+from sqlalchemy import Column, Select, delete, func, insert, select, union
 from sqlalchemy.dialects.postgresql import aggregate_order_by, distinct_on
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.tables import conversation_meta, memories, messages, profiles
+from app.db.tables import conversation_meta, inspector_sessions, memories, messages, profiles
 
 MAX_LISTED = 500
 """Groups or users listed on the overview, most recently active first."""
@@ -170,3 +170,26 @@ async def group_profiles(conn: AsyncConnection, group_id: str) -> list[dict[str,
         .order_by(profiles.c.user_id, profiles.c.version.desc())
     )
     return [dict(row) for row in (await conn.execute(statement)).mappings()]
+
+
+# --- sign-ins (inspector_sessions: no tenant; looked up before the request's tenant is known) -----------------
+async def open_session(conn: AsyncConnection, row: dict[str, Any], seconds: int) -> None:
+    """Store a sign-in that ends ``seconds`` from now; drop the ones that have ended."""
+    await conn.execute(delete(inspector_sessions).where(inspector_sessions.c.expires_at < func.now()))
+    ends = func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+    await conn.execute(insert(inspector_sessions).values(**row, expires_at=ends))
+
+
+async def session(conn: AsyncConnection, id_hash: str) -> dict[str, Any] | None:
+    """A sign-in that has not ended."""
+    found = await conn.execute(
+        select(inspector_sessions.c.key_hash, inspector_sessions.c.actor, inspector_sessions.c.csrf_token).where(
+            inspector_sessions.c.id_hash == id_hash, inspector_sessions.c.expires_at > func.now()
+        )
+    )
+    row = found.mappings().first()
+    return dict(row) if row else None
+
+
+async def close_session(conn: AsyncConnection, id_hash: str) -> None:
+    await conn.execute(delete(inspector_sessions).where(inspector_sessions.c.id_hash == id_hash))

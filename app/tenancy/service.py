@@ -26,6 +26,16 @@ def key_hash(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def key_prefix(key: str) -> str:
+    """What a key is known by once made (``memsys keys list``, a memory's history): its first characters."""
+    return key[: len(KEY_PREFIX) + 6]
+
+
+def key_actor(key: str | None) -> str:
+    """Who a memory's history says made a change with ``key``."""
+    return f"key:{key_prefix(key)}" if key else "anonymous"
+
+
 def is_loopback(host: str) -> bool:
     if host in ("localhost", ""):
         return True
@@ -45,7 +55,7 @@ async def create_key(conn: AsyncConnection, tenant: str, name: str | None = None
     check_tenant_id(tenant)
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     await repository.ensure_tenant(conn, tenant)
-    row = await repository.insert_key(conn, tenant, name, key_hash(key), key[: len(KEY_PREFIX) + 6])
+    row = await repository.insert_key(conn, tenant, name, key_hash(key), key_prefix(key))
     return row, key
 
 
@@ -126,12 +136,17 @@ async def refuse_open_anonymous(conn: AsyncConnection, host: str, allow_anonymou
 async def authenticate(conn: AsyncConnection, bearer: str | None, *, anonymous_ok: bool) -> tuple[str, bool]:
     """The tenant of a request and whether a valid key gave it: the key's tenant, or ``default`` when no
     active key exists and anonymity is allowed; otherwise ``Unauthorized``."""
-    tenant, any_key = await repository.key_lookup(conn, key_hash(bearer) if bearer else None)
+    return await authenticate_hash(conn, key_hash(bearer) if bearer else None, anonymous_ok=anonymous_ok)
+
+
+async def authenticate_hash(conn: AsyncConnection, hashed: str | None, *, anonymous_ok: bool) -> tuple[str, bool]:
+    """``authenticate`` for a key known by its hash (an inspector session's)."""
+    tenant, any_key = await repository.key_lookup(conn, hashed)
     if tenant is not None:
         return tenant, True
     if any_key:
         raise Unauthorized(
-            "Invalid or revoked API key" if bearer else "Missing API key: send Authorization: Bearer <key>"
+            "Invalid or revoked API key" if hashed else "Missing API key: send Authorization: Bearer <key>"
         )
     if anonymous_ok:
         return DEFAULT_TENANT, False
