@@ -11,7 +11,7 @@ Revises: 0015
 Create Date: 2026-11-27
 """
 
-from alembic import op
+from app.db import online_ddl
 
 revision = "0016"
 down_revision = "0015"
@@ -20,11 +20,11 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.execute(
-        "CREATE INDEX ix_memories_tenant_id_memory_type_language_group_id "
-        "ON memories (tenant_id, memory_type, language, group_id) INCLUDE (user_id)"
+    online_ddl.build_index(
+        "ix_memories_tenant_id_memory_type_language_group_id",
+        "ON memories (tenant_id, memory_type, language, group_id) INCLUDE (user_id)",
     )
 
 
 def downgrade() -> None:
-    op.execute("DROP INDEX ix_memories_tenant_id_memory_type_language_group_id")
+    online_ddl.drop_index("ix_memories_tenant_id_memory_type_language_group_id")

@@ -15,6 +15,8 @@ Create Date: 2026-11-28
 
 from alembic import op
 
+from app.db import online_ddl
+
 revision = "0019"
 down_revision = "0018"
 branch_labels = None
@@ -40,10 +42,10 @@ def _rebuild(half: bool) -> None:
         for memory_type in MEMORY_TYPES:
             name = f"ix_memories_{column}_hnsw_{memory_type}"
             indexed = f"({column}::halfvec({size})) halfvec_cosine_ops" if half else f"{column} vector_cosine_ops"
-            op.execute(f"DROP INDEX {name}")
-            op.execute(
-                f"CREATE INDEX {name} ON memories USING hnsw ({indexed}) WITH (m = 32, ef_construction = 128) "
-                f"WHERE memory_type = '{memory_type}'"
+            online_ddl.build_index(
+                name,
+                f"ON memories USING hnsw ({indexed}) WITH (m = 32, ef_construction = 128) "
+                f"WHERE memory_type = '{memory_type}'",
             )
 
 
