@@ -26,6 +26,7 @@ from app.db.engine import (
     resolve_database_url,
     service_database_url,
 )
+from app.observability import tracing
 from app.providers.embeddings import Embedder, create_embedder, create_xl_embedder
 from app.providers.llm import LLMClient
 from app.settings import Settings
@@ -109,6 +110,7 @@ class Runtime:
 def build_runtime(settings: Settings) -> Runtime:
     """Connect (starting the embedded server if no URL is set), migrate if asked, check that the schema is this
     code's and that the service's login is held by row-level security."""
+    tracing.configure()  # OpenTelemetry's environment may ask for traces (app.observability.tracing)
     database_url = resolve_database_url(settings)
     service_url = service_database_url(settings, database_url)
     if settings.migrate_on_start:

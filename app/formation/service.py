@@ -41,7 +41,7 @@ from app.memories import history, supersession
 from app.memories import repository as memories_repo
 from app.memories.history import Event
 from app.memories.repository import NewMemory, by_memcell, insert_memories
-from app.observability import metrics
+from app.observability import metrics, tracing
 from app.providers.embeddings import drafts_are_memories
 from app.providers.llm import LLMClient, LLMError
 from app.text.cpu import run_off_loop
@@ -94,6 +94,13 @@ async def form_queued(runtime: Runtime, stream: Stream) -> FormationOutcome:
     idle close asked), trying again while an LLM extraction fails: after ``llm_fallback_after`` failures in
     a row the MemCell is formed offline, so a bad LLM never leaves a stream stuck. A result still
     ``deferred`` means the embedder failed: the caller runs the job again later."""
+    with tracing.span("memsys.formation.stream", **{"memsys.stream_kind": stream.kind}) as span:
+        outcome = await _form_with_retries(runtime, stream)
+        span.set_attribute("memsys.memories", len(outcome.memories))
+    return outcome
+
+
+async def _form_with_retries(runtime: Runtime, stream: Stream) -> FormationOutcome:
     outcome = FormationOutcome()
     failures = 0
     while failures <= runtime.settings.llm_fallback_after:
@@ -379,7 +386,8 @@ async def _embed(
         [t for t in texts if count_tokens(t) <= SHORT_TEXT_TOKENS],
     ):
         if group:
-            vectors.update(zip(group, await embedder.embed(group), strict=True))
+            with tracing.span("memsys.embedding", texts=len(group), role="memory"):
+                vectors.update(zip(group, await embedder.embed(group), strict=True))
     return [vectors[text_of(draft)] for draft in drafts]
 
 

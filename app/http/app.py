@@ -34,6 +34,7 @@ from app.logs import start_line
 from app.mcp.http import build_http, mcp_endpoint
 from app.memories.endpoints import MemoriesController
 from app.memorize.endpoints import MemorizeController
+from app.observability import tracing
 from app.observability.metrics import HTTP
 from app.proxy.endpoints import ProxyController
 from app.retrieval.endpoints import RetrievalController
@@ -136,6 +137,6 @@ def create_app(
         request_max_body_size=settings.max_body_bytes,
         template_config=template_config(),
         openapi_config=openapi_config(),
-        plugins=[PublicOperations(), ClosedModelSchemas()],
+        plugins=[PublicOperations(), ClosedModelSchemas(), *tracing.litestar_plugins()],
         logging_config=None,  # memsys's commands configure logging (app.logs); tests keep pytest's
     )

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.concurrency import Slots
 from app.errors import InvalidParameter, ServiceUnavailable
-from app.observability import metrics
+from app.observability import metrics, tracing
 from app.providers import llm_json
 from app.providers.llm_http import UnreadableAnswer, answer_capped_client
 from app.providers.llm_urls import PinnedHost
@@ -337,55 +337,67 @@ class LLMClient:
     async def _once(self, client: AsyncOpenAI, model: str, messages, max_tokens, extra: dict[str, Any]) -> ChatReply:
         refused = lambda: LLMTimeout(f"Every LLM call slot stayed taken for {self.timeout_s:g}s")  # noqa: E731
         async with self._slots.slot(self.timeout_s, refused):
-            try:
-                response = await client.chat.completions.create(
-                    model=model,
-                    messages=messages,
-                    temperature=self.temperature,
-                    # Always bounded: a server such as llama.cpp's generates until its context is full
-                    # without it, and keeps generating after a timed-out client has gone.
-                    max_tokens=max_tokens or self.max_tokens,
-                    **extra,
-                )
-            except openai.APITimeoutError as exc:
-                raise LLMTimeout(f"The LLM did not answer within {self.timeout_s:g}s") from exc
-            except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-                raise LLMAuthError(f"The LLM endpoint refused the API key (HTTP {exc.status_code})") from exc
-            except openai.APIStatusError as exc:
-                for field in ("response_format", "tool_choice"):
-                    if field in extra and (
-                        exc.status_code in (400, 422)
-                        or (exc.status_code == 500 and field in f"{exc.message}{exc.body}")
-                    ):
-                        raise FormatRefused(f"The LLM endpoint refused the {field} (HTTP {exc.status_code})") from exc
-                raise LLMError(f"The LLM endpoint answered HTTP {exc.status_code}") from exc
-            except openai.APIConnectionError as exc:
-                raise LLMError("The LLM endpoint could not be reached") from exc
-            except UnreadableAnswer as exc:
-                raise LLMBadOutput(f"The LLM endpoint's answer {exc}") from exc
-            # A body that is not JSON or not a chat completion; or one nested deeper than Python recurses.
-            except (openai.OpenAIError, ValueError, RecursionError) as exc:
-                raise LLMBadOutput(f"The LLM endpoint gave an unexpected answer ({type(exc).__name__})") from exc
-        choices = getattr(response, "choices", None)
-        if not choices or choices[0].message is None:
-            raise LLMBadOutput("The LLM answered with no message")
-        message = choices[0].message
-        calls = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.function.name, "arguments": call.function.arguments or "{}"},
-            }
-            for call in (message.tool_calls or [])
-            if getattr(call, "function", None) is not None
-        ]
-        usage = getattr(response, "usage", None)
-        return ChatReply(
-            content=message.content or "",
-            tool_calls=calls,
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        )
+            with tracing.span("memsys.llm.chat", **{"gen_ai.request.model": model}) as span:
+                response = await self._create(client, model, messages, max_tokens, extra)
+                usage = getattr(response, "usage", None)
+                span.set_attribute("gen_ai.usage.input_tokens", getattr(usage, "prompt_tokens", 0) or 0)
+                span.set_attribute("gen_ai.usage.output_tokens", getattr(usage, "completion_tokens", 0) or 0)
+        return _reply(response)
+
+    async def _create(self, client: AsyncOpenAI, model: str, messages, max_tokens, extra: dict[str, Any]) -> Any:
+        """The call, its failures said as memsys's LLM errors."""
+        try:
+            return await client.chat.completions.create(
+                model=model,
+                messages=messages,
+                temperature=self.temperature,
+                # Always bounded: a server such as llama.cpp's generates until its context is full
+                # without it, and keeps generating after a timed-out client has gone.
+                max_tokens=max_tokens or self.max_tokens,
+                **extra,
+            )
+        except openai.APITimeoutError as exc:
+            raise LLMTimeout(f"The LLM did not answer within {self.timeout_s:g}s") from exc
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise LLMAuthError(f"The LLM endpoint refused the API key (HTTP {exc.status_code})") from exc
+        except openai.APIStatusError as exc:
+            for field in ("response_format", "tool_choice"):
+                if field in extra and (
+                    exc.status_code in (400, 422) or (exc.status_code == 500 and field in f"{exc.message}{exc.body}")
+                ):
+                    raise FormatRefused(f"The LLM endpoint refused the {field} (HTTP {exc.status_code})") from exc
+            raise LLMError(f"The LLM endpoint answered HTTP {exc.status_code}") from exc
+        except openai.APIConnectionError as exc:
+            raise LLMError("The LLM endpoint could not be reached") from exc
+        except UnreadableAnswer as exc:
+            raise LLMBadOutput(f"The LLM endpoint's answer {exc}") from exc
+        # A body that is not JSON or not a chat completion; or one nested deeper than Python recurses.
+        except (openai.OpenAIError, ValueError, RecursionError) as exc:
+            raise LLMBadOutput(f"The LLM endpoint gave an unexpected answer ({type(exc).__name__})") from exc
+
+
+def _reply(response: Any) -> ChatReply:
+    """A chat completion as memsys reads it: the message's text, its tool calls, the token counts."""
+    choices = getattr(response, "choices", None)
+    if not choices or choices[0].message is None:
+        raise LLMBadOutput("The LLM answered with no message")
+    message = choices[0].message
+    calls = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.function.name, "arguments": call.function.arguments or "{}"},
+        }
+        for call in (message.tool_calls or [])
+        if getattr(call, "function", None) is not None
+    ]
+    usage = getattr(response, "usage", None)
+    return ChatReply(
+        content=message.content or "",
+        tool_calls=calls,
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+    )
 
 
 def wire_schema(model: type[BaseModel]) -> dict[str, Any]:

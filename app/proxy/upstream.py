@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from app.errors import MemsysError, ServiceUnavailable
+from app.observability import tracing
 from app.providers.llm_http import UnreadableAnswer, answer_capped_client
 from app.settings import Settings
 
@@ -55,12 +56,14 @@ def chat_url(settings: Settings) -> str:
 async def opened(settings: Settings, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
     """The upstream's answer to ``body``, status 200, its body not yet read (``read`` or ``chunks``)."""
     client = answer_capped_client(settings.proxy_max_answer_bytes, settings.llm_timeout_s, None)
+    traced = tracing.span("memsys.llm.chat", **{"gen_ai.request.model": body.get("model"), "memsys.proxy": True})
     try:
         request = client.build_request(
             "POST", chat_url(settings), json=body, headers={"Authorization": f"Bearer {settings.llm_server_key}"}
         )
         try:
-            response = await client.send(request, stream=True)
+            with traced:
+                response = await client.send(request, stream=True)
         except (httpx.HTTPError, UnreadableAnswer) as exc:
             raise _failure(exc, settings) from exc
         try:

@@ -16,7 +16,7 @@ from typing import Any
 
 from app.errors import InvalidParameter, ServiceUnavailable
 from app.formation.language import detect_language
-from app.observability import metrics
+from app.observability import metrics, tracing
 from app.providers.embeddings import embedder_name
 from app.retrieval import repository, speaker
 from app.retrieval.cutoff import xl_scale
@@ -187,7 +187,8 @@ async def query_inputs(
         if not vectors or query_vector is not None:
             return query_vector if vectors else None, 0.0
         started = time.perf_counter()
-        vector = (await runtime.embedder.embed([query], query=True))[0]
+        with tracing.span("memsys.embedding", texts=1, role="query"):
+            vector = (await runtime.embedder.embed([query], query=True))[0]
         return vector, (time.perf_counter() - started) * 1000
 
     async def scope() -> tuple[str, list[float] | None, bool | None]:
@@ -247,10 +248,14 @@ async def search(
     )
     wait_s = runtime.settings.db_pool_timeout_seconds
     async with runtime.searches.slot(wait_s, lambda: ServiceUnavailable(f"No search slot freed within {wait_s:g}s")):
-        with metrics.timed(metrics.RETRIEVAL_SECONDS, mode=mode):
+        with (
+            metrics.timed(metrics.RETRIEVAL_SECONDS, mode=mode),
+            tracing.span("memsys.retrieval.search", mode=mode, memory_type=filters.memory_type, top_k=top_k) as span,
+        ):
             async with runtime.engine.begin() as conn:
                 await repository.configure_search(conn, tuning, filters.memory_type)
                 rows = await repository.hybrid_search(conn, parameters)
+            span.set_attribute("memsys.rows", len(rows))
     return SearchResult(
         memories=[_memory(row) for row in rows],
         candidates={leg.name: rows[0][leg.count] for leg in LEGS} if rows else {},
