@@ -13,11 +13,26 @@ from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BeforeValidator, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from app.settings_sources import KnownVariablesOnly, SecretFiles
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMSYS_", extra="ignore", populate_by_name=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """A keyword argument first, then a secret's file (``MEMSYS_<NAME>_FILE``), then the environment; an
+        unknown ``MEMSYS_`` variable is refused (app.settings_sources)."""
+        return (KnownVariablesOnly(settings_cls), init_settings, SecretFiles(settings_cls), env_settings)
 
     # --- database -------------------------------------------------------------------------------
     database_url: str | None = None
@@ -34,11 +49,11 @@ class Settings(BaseSettings):
     move it."""
     migrate_on_start: bool = True
     """Apply the database migrations when `memsys serve` starts."""
-    db_pool_size: int = 10
+    db_pool_size: int = Field(default=10, ge=1)
     """Connections the service keeps in its pool; as many again may be opened beyond it under load."""
-    db_pool_timeout_seconds: float = 5.0
+    db_pool_timeout_seconds: float = Field(default=5.0, gt=0)
     """How long a request waits for a free database connection before it is answered 503."""
-    embedded_watch_seconds: float = 1.0
+    embedded_watch_seconds: float = Field(default=1.0, ge=0)
     """How often a process on the embedded server checks that its PostgreSQL runs, and starts it again if it
     died (kill -9, a crash, a stop by hand); 0: never."""
 
@@ -46,22 +61,22 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     """The address `memsys serve` binds (`--host` overrides it). On an address other than a loopback one, memsys
     refuses to start anonymously: create an API key first, or set `MEMSYS_ALLOW_ANONYMOUS`."""
-    port: int = 1995
+    port: int = Field(default=1995, ge=1, le=65535)
     """The port `memsys serve` listens on (`--port` overrides it)."""
     max_concurrent_requests: int = Field(default=64, ge=1)
     """API requests (``/api/…``) handled at once; more wait for a slot up to ``request_queue_seconds``."""
-    request_queue_seconds: float = 5.0
+    request_queue_seconds: float = Field(default=5.0, ge=0)
     """How long an API request waits for a slot before it is answered 503 (the service is busy)."""
     tenant_share: float = Field(default=0.125, gt=0, le=1)
     """Of the request slots, the search statements and the LLM slots, the share one API key may hold (its requests
     waiting count too): beyond it that key gets 429 with Retry-After and other keys are unaffected. Anonymous
     access (one tenant) has no share: it may take every slot. A server with one tenant behind keys can set 1."""
-    body_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = Field(default=10.0, gt=0)
     """A request body is read whole, before the request takes a slot, within this long (408 after it)."""
-    header_timeout_seconds: float = 10.0
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
     """A connection that has not sent a whole request head this long after it opened (or after its last
     answer) is closed."""
-    request_timeout_seconds: float = 180.0
+    request_timeout_seconds: float = Field(default=180.0, gt=0)
     """A request still running after this long is stopped (504); one whose client disconnects stops at once."""
     max_connections: int = Field(default=1024, ge=1)
     """Open connections at once; beyond it new requests get 503 (uvicorn's limit)."""
@@ -71,48 +86,48 @@ class Settings(BaseSettings):
     allowed_origins: list[str] = Field(default_factory=list)
     """Web origins (``https://app.example``) allowed to call the API from a browser, besides memsys's own
     origin; any other ``Origin`` is refused (403)."""
-    shutdown_grace_seconds: float = 30.0
+    shutdown_grace_seconds: float = Field(default=30.0, ge=0)
     """On SIGTERM, how long requests in flight get to finish before the connections are closed."""
     metrics_token: str | None = None
     """``GET /metrics`` asks for ``Authorization: Bearer <this>``; unset, it answers loopback clients only."""
-    metrics_refresh_seconds: float = 15.0
+    metrics_refresh_seconds: float = Field(default=15.0, ge=0)
     """The gauges read from the database are read again at most this often, however often /metrics is scraped."""
-    max_content_bytes: int = 64 * 1024
+    max_content_bytes: int = Field(default=64 * 1024, ge=1)
     """Largest accepted ``content`` of one message, in UTF-8 bytes (413 above it)."""
-    max_body_bytes: int = 1024 * 1024
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest accepted request body (413 above it)."""
-    max_query_chars: int = 8000
+    max_query_chars: int = Field(default=8000, ge=1)
     """Longest accepted retrieval ``query``, in characters (400 above it)."""
-    key_cache_seconds: float = 5.0
+    key_cache_seconds: float = Field(default=5.0, ge=0)
     """How long what an API key resolves to is remembered (a revoked key works at most this long); 0: never."""
     allow_anonymous: bool = False
     """With no API key in the database the service is anonymous (tenant ``default``) on a loopback address
     only; true allows it on any address."""
 
     # --- memory formation: the queue -----------------------------------------------------------
-    workers: int = 2
+    workers: int = Field(default=2, ge=0)
     """Formation workers ``memsys serve`` runs in its own process (streams formed at the same time); 0: none (run
     ``memsys worker``). Two by default: a stream's formation waits on the embedding process and on PostgreSQL in
     turn, and a second stream fills those waits (8 clients of LoCoMo: 33.8 → 40.4 messages formed a second on 2
     cores, docs/benchmarks.md); one stream is formed in order either way."""
-    flush_timeout_seconds: float = 15.0
+    flush_timeout_seconds: float = Field(default=15.0, ge=0)
     """How long ``flush`` waits for the worker to form the stream before it answers ``pending``."""
-    formation_retry_seconds: float = 30.0
+    formation_retry_seconds: float = Field(default=30.0, ge=0)
     """A stream the worker could not form (the embedder failed, an unexpected error) is tried again this much later."""
-    worker_heartbeat_seconds: float = 10.0
+    worker_heartbeat_seconds: float = Field(default=10.0, gt=0)
     """How often a worker tells the queue it is alive."""
-    worker_stalled_seconds: float = 30.0
+    worker_stalled_seconds: float = Field(default=30.0, gt=0)
     """A job whose worker was silent this long ran on a dead worker (``kill -9``): it is run again."""
 
     # --- memory formation: boundaries ----------------------------------------------------------
-    boundary_max_tokens: int = 8192
+    boundary_max_tokens: int = Field(default=8192, ge=1)
     """A MemCell closes before a message that would take it past this many tokens (o200k, as `app/text/tokens.py`
     counts them); a message at or over the limit forms a MemCell alone."""
-    boundary_max_messages: int = 50
+    boundary_max_messages: int = Field(default=50, ge=1)
     """A MemCell closes once it holds this many messages."""
-    boundary_gap_hours: float = 4.0
+    boundary_gap_hours: float = Field(default=4.0, gt=0)
     """A MemCell closes before a message that comes more than this many hours after the one before it."""
-    boundary_idle_seconds: float = 600.0
+    boundary_idle_seconds: float = Field(default=600.0, ge=0)
     """A stream with pending messages and none new for this long is formed as if flushed; 0: never."""
     supersession: Literal["auto", "suggest", "off"] = "auto"
     """When a new memory states a newer value of a fact about its user (where they live, their job, a pet…):
@@ -139,18 +154,18 @@ class Settings(BaseSettings):
     llm_model: str = "qwen/qwen3-235b-a22b-2507"
     """The chat model memsys asks."""
     llm_timeout_s: float = Field(
-        default=60.0, validation_alias=AliasChoices("MEMSYS_LLM_TIMEOUT_SECONDS", "MEMSYS_LLM_TIMEOUT_S")
+        default=60.0, gt=0, validation_alias=AliasChoices("MEMSYS_LLM_TIMEOUT_SECONDS", "MEMSYS_LLM_TIMEOUT_S")
     )
     """Each LLM call (and rerank call) gives up after this long; then it is retried."""
     llm_max_tokens: int = Field(default=4096, ge=16)
     """Most tokens an LLM answer may have (``max_tokens`` of every call that sets no smaller bound)."""
-    llm_max_retries: int = 2
+    llm_max_retries: int = Field(default=2, ge=0)
     """Retries of a failed LLM call (timeout, 429, 5xx, unusable answer) before the caller gets an error."""
-    llm_retry_backoff_s: float = 1.0
+    llm_retry_backoff_s: float = Field(default=1.0, ge=0)
     """First retry delay of a failed LLM call; doubled on each further retry (with jitter)."""
     llm_max_concurrency: int = Field(default=16, ge=1)
     """LLM calls in flight at once in a process; more wait (at most the LLM timeout) for one to end."""
-    llm_fallback_after: int = 3
+    llm_fallback_after: int = Field(default=3, ge=0)
     """Failed LLM extractions of one MemCell before it is formed by the offline path instead."""
     llm_keep_messages: bool = True
     """With an LLM, keep each message's own event-log entry (the offline path's, ``metadata.extraction`` =
@@ -183,14 +198,14 @@ class Settings(BaseSettings):
     embedding_model: str = "all-MiniLM-L6-v2"
     """Local: a sentence-transformers model folder, or the default bundled all-MiniLM-L6-v2.
     openai: the model name sent to the /embeddings endpoint."""
-    embedding_dimensions: int = 384
+    embedding_dimensions: int = Field(default=384, ge=1, le=16000)
     """The vector column's dimension. A database built for another dimension is refused at start-up with a message
     naming `memsys reembed`."""
     embedding_base_url: str | None = None
     """The base URL of the `/embeddings` endpoint (provider `openai`)."""
     embedding_api_key: str | None = None
     """Its key; unset: the LLM's key."""
-    embedding_batch_size: int = 64
+    embedding_batch_size: int = Field(default=64, ge=1)
     """Texts per request to an embedding endpoint, and per batch on torch (ONNX Runtime embeds one text per run)."""
     embedding_runtime: Literal["onnx", "onnx-int8", "torch"] = "onnx"
     """How the local model embeds queries: ONNX Runtime (the same vectors as torch, a query about twice as fast;
@@ -210,13 +225,13 @@ class Settings(BaseSettings):
     """How the local model embeds a pending message's draft vector (read your writes: searched until formation
     replaces it with its memories'). int8 by default: 2.3x less CPU per text, so a message is searchable sooner.
     Set the three runtimes to one value to embed everything one way."""
-    embedding_threads: int = 1
+    embedding_threads: int = Field(default=1, ge=0)
     """Threads of the local model; 1 leaves the other cores to the HTTP worker and PostgreSQL (more
     throughput under concurrent load, no spinning threads); 0 = the runtime's default (every core)."""
     embedding_worker_process: bool = True
     """Run the local model in a worker process (its own GIL) rather than a thread of the server; under
     concurrent requests a thread waits for the event loop's GIL at every step of the forward pass."""
-    embedding_timeout_s: float = 30.0
+    embedding_timeout_s: float = Field(default=30.0, gt=0)
     """Each call to an embedding endpoint, or to the local model's worker process, gives up after this long (a hung
     worker process is replaced)."""
     embedding_max_concurrency: int = Field(default=8, ge=1)
@@ -232,34 +247,34 @@ class Settings(BaseSettings):
     that may not embed (export, import, keys) always load it at the first embed, if any."""
 
     # --- retrieval ------------------------------------------------------------------------------
-    bm25_k1: float = 1.2
+    bm25_k1: float = Field(default=1.2, ge=0)
     """BM25's term-frequency saturation."""
-    bm25_b: float = 0.75
+    bm25_b: float = Field(default=0.75, ge=0, le=1)
     """BM25's document-length normalisation."""
-    rrf_k: int = 60
+    rrf_k: int = Field(default=60, ge=0)
     """The constant of reciprocal rank fusion: a leg's rank r adds 1/(k + r) to a memory's score."""
     assistant_weight: float = Field(default=0.5, ge=0, le=1)
     """What an assistant's turn (event log, pending message) weighs in the ranking against a person's: the
     senders assistant/system/tool, or a conversation-meta role of assistant. 1 ranks them alike."""
-    rrf_candidates: int = 100
+    rrf_candidates: int = Field(default=100, ge=1)
     """Rows each leg of the hybrid query contributes to the fusion."""
-    hnsw_ef_search: int = 800
+    hnsw_ef_search: int = Field(default=800, ge=1, le=1000)
     """Lower bound of hnsw.ef_search; raised to the leg's LIMIT (at most 1000) for each query."""
-    hnsw_small_graph_ef_search: int = 400
+    hnsw_small_graph_ef_search: int = Field(default=400, ge=1, le=1000)
     """hnsw_ef_search where the searched memory type's HNSW graph holds at most ``hnsw_small_graph`` vectors (the
     index's estimate): a smaller graph is walked as well with a shorter candidate list, in half the time."""
-    hnsw_small_graph: int = 200_000
+    hnsw_small_graph: int = Field(default=200_000, ge=0)
     """Below this many vectors in the searched memory type's HNSW graph (the index's estimate in `pg_class`, kept by
     ANALYZE), `MEMSYS_HNSW_SMALL_GRAPH_EF_SEARCH` applies."""
-    hnsw_max_scan_tuples: int = 20000
+    hnsw_max_scan_tuples: int = Field(default=20000, ge=1)
     """hnsw.max_scan_tuples: how far a filtered iterative HNSW scan may go to fill the leg."""
-    bm25_df_budget: int = 10000
+    bm25_df_budget: int = Field(default=10000, ge=1)
     """BM25 candidates are the memories with every query term, then those with the query's rarest terms
     while their summed document frequency stays within this; more common terms still score them."""
-    bm25_max_candidates: int = 1000
+    bm25_max_candidates: int = Field(default=1000, ge=1)
     """At most this many memories are scored by BM25 per query: those with every query term first, then
     those with the rarest terms."""
-    bm25_exact_max: int = 10000
+    bm25_exact_max: int = Field(default=10000, ge=0)
     """A user or group filter matching at most this many memories makes BM25 exact within them, with their
     own statistics (document count, mean length, document frequencies); above it, the tenant's are used."""
 
@@ -269,7 +284,7 @@ class Settings(BaseSettings):
     for a model it did not calibrate."""
 
     # --- agentic retrieval / rerank -------------------------------------------------------------
-    agentic_round1_candidates: int = 20
+    agentic_round1_candidates: int = Field(default=20, ge=1)
     """Memories the first round of agentic retrieval brings (an `rrf` search)."""
     rerank_provider: Literal["none", "http", "llm"] = "none"
     """`none`: the fusion's order. `http`: a `/rerank` endpoint (vLLM, TEI, Jina, Cohere). `llm`: the LLM scores
@@ -280,7 +295,7 @@ class Settings(BaseSettings):
     """Its key."""
     rerank_model: str = "BAAI/bge-reranker-v2-m3"
     """The model name sent to it."""
-    time_boost: float = 2.0
+    time_boost: float = Field(default=2.0, gt=0)
     """Factor for memories in the time window a query names (the time-aware retrieval's ``fuse_time_ratio``)."""
     now_band: float = Field(default=0.93, gt=0, le=1)
     """For a question about the present ("How many … have I …", "… now?", 现在…; ``time_aware``), of two memories
@@ -289,7 +304,7 @@ class Settings(BaseSettings):
     now_alike: float = Field(default=0.35, ge=-1, le=1)
     """The cosine of two memories' stored vectors at or above which ``now_band`` lets the newer take the older's place:
     they are about the same thing (a new count of the same things), not merely both found."""
-    memory_type_weights: dict[str, float] = {
+    memory_type_weights: dict[str, Annotated[float, Field(ge=0)]] = {
         "semantic_memory": 2.0,
         "profile": 1.2,
         "event_log": 1.0,

@@ -19,6 +19,7 @@ from pathlib import Path
 import annotated_types
 
 from app.settings import Settings
+from app.settings_sources import NOT_SETTINGS, NOT_SETTINGS_PREFIXES, SECRET_SETTINGS, file_variable
 
 SOURCE = Path(__file__).with_name("settings.py")
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
@@ -77,7 +78,8 @@ def settings() -> list[Setting]:
         else:
             variables = tuple(str(choice).upper() for choice in alias.choices)
         description = _text(docs.get(name, ""))
-        description = " ".join(part for part in (description, _allowed(field)) if part)
+        from_file = f"Or from a file: `{file_variable(name)}`." if name in SECRET_SETTINGS else ""
+        description = " ".join(part for part in (description, _allowed(field), from_file) if part)
         section = sections.get(name) or "other"
         found.append(Setting(name, section, variables, _default(field), description))
     return found
@@ -94,8 +96,16 @@ def render() -> str:
         "memsys reads every setting from the environment when a command starts (`memsys serve`, `memsys worker`, "
         "`memsys mcp`, the other commands): one pydantic-settings object, `Settings` in `app/settings.py`, built once "
         "and passed down. A variable that is not set takes the default below. Booleans are `true` or `false`, lists "
-        "and maps are JSON (`MEMSYS_ALLOWED_ORIGINS='[\"https://app.example\"]'`), and an unknown `MEMSYS_` variable "
-        "is ignored.",
+        "and maps are JSON (`MEMSYS_ALLOWED_ORIGINS='[\"https://app.example\"]'`). Every value is checked when the "
+        "command starts: one out of its bounds, or an unknown `MEMSYS_` variable (a typo: `MEMSYS_PROT`), stops it in "
+        "one line naming the variable (and the setting meant). A secret (a password in a URL, a key) may instead be "
+        "read from a file, `MEMSYS_<NAME>_FILE` (a Docker or Kubernetes secret; its trailing newline is dropped); "
+        "setting both stops memsys. Variables memsys's clients, tests and deployment files read are allowed beside "
+        "the settings: "
+        + ", ".join(f"`{name}`" for name in sorted(NOT_SETTINGS))
+        + ", and any "
+        + " or ".join(f"`{prefix}…`" for prefix in NOT_SETTINGS_PREFIXES)
+        + ".",
         "",
         "Where a setting is explained at length: [operations](operations.md), [security and tenancy](security.md), "
         "[formation](formation.md), [retrieval](retrieval.md), [a memory's life](memories.md).",

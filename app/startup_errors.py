@@ -9,11 +9,13 @@ that cannot be bound. Anything else is not explained: the traceback is the repor
 from __future__ import annotations
 
 import errno
+import re
 from collections.abc import Iterator
 
 import psycopg
 from alembic.util.exc import CommandError
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from app.errors import ConfigurationError
 
@@ -37,6 +39,8 @@ def explain(exc: BaseException) -> str | None:
             return str(error)
         if isinstance(error, ValidationError) and error.title == "Settings":
             return "; ".join(_setting_error(detail) for detail in error.errors())
+        if isinstance(error, SettingsError):  # an unknown variable, a secret's file, a value that is not JSON
+            return _settings_source_error(error)
         if isinstance(error, CommandError) and "Can't locate revision" in str(error):
             return (
                 f"The database was migrated by a newer memsys ({error}). Run that version of memsys, or a newer one; "
@@ -83,6 +87,12 @@ def _database_error(error: psycopg.Error) -> str | None:
 def _setting_error(detail: dict) -> str:
     name = "MEMSYS_" + "_".join(str(part) for part in detail["loc"]).upper() if detail["loc"] else "a setting"
     return f"Invalid setting {name}: {detail['msg']} (given {detail.get('input')!r})"
+
+
+def _settings_source_error(error: SettingsError) -> str:
+    if match := re.match(r'error parsing value for field "(\w+)"', str(error)):
+        return f"Invalid setting MEMSYS_{match.group(1).upper()}: not JSON (a list or a map is given as JSON)"
+    return str(error)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
