@@ -5,6 +5,8 @@ is a trace of its own holding its embeddings. No text of a message, query or mem
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -39,6 +41,15 @@ def _ancestors(exporter: InMemorySpanExporter, span) -> list[str]:
     return names
 
 
+def _tokens(client) -> dict[str, float]:
+    found = re.findall(
+        r'^memsys_llm_tokens_total\{direction="(\w+)"\} ([0-9.e+]+)$',
+        client.get("/metrics", headers={"Authorization": "Bearer scrape"}).text,
+        re.M,
+    )
+    return {"input": 0.0, "output": 0.0, **{direction: float(value) for direction, value in found}}
+
+
 def test_a_request_formation_and_llm_call_are_traced(spans, settings, database_url, fake_llm) -> None:
     with app_client(
         settings,
@@ -46,6 +57,7 @@ def test_a_request_formation_and_llm_call_are_traced(spans, settings, database_u
         llm_base_url=fake_llm.base_url,
         llm_allow_private_urls=True,
         formation_llm="offline",
+        metrics_token="scrape",
     ) as client:
         for i, text in enumerate(["The zeppelin tour is on Friday", "Bring the blue umbrella"]):
             message = {"group_id": "trip", "sender": "alice", "message_id": f"m{i}", "content": text}
@@ -68,6 +80,7 @@ def test_a_request_formation_and_llm_call_are_traced(spans, settings, database_u
         assert query_embedding.context.trace_id == search.context.trace_id
 
         spans.clear()
+        before = _tokens(client)
         fake_llm.on("is_sufficient", {"is_sufficient": True, "reasoning": "enough", "refined_queries": []})
         agentic = client.post(
             "/api/v3/agentic/retrieve_agentic", json={"query": "What is on Friday?", "group_id": "trip", "top_k": 3}
@@ -76,6 +89,8 @@ def test_a_request_formation_and_llm_call_are_traced(spans, settings, database_u
         [llm] = _named(spans, "memsys.llm.chat")
         assert llm.attributes["gen_ai.usage.input_tokens"] == 1 and llm.attributes["gen_ai.usage.output_tokens"] == 1
         assert llm.attributes["gen_ai.request.model"]
+        # And as metrics: the fake LLM counts one token each way.
+        assert _tokens(client) == {"input": before["input"] + 1, "output": before["output"] + 1}
         assert any("POST" in name for name in _ancestors(spans, llm))
 
         spans.clear()

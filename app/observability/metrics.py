@@ -21,6 +21,12 @@ RETRIEVAL_SECONDS = Histogram(
     "memsys_retrieval_duration_seconds", "One hybrid search (SQL and query embedding)", ["mode"]
 )
 LLM_SECONDS = Histogram("memsys_llm_call_duration_seconds", "One LLM call, retries included", ["outcome"])
+LLM_TOKENS = Counter(
+    "memsys_llm_tokens_total",
+    "Tokens of memsys's own LLM calls (formation, agentic retrieval, the agent) as the LLM counted them, by direction: "
+    "input (the prompt) or output (the answer)",
+    ["direction"],
+)
 LLM_ERRORS = Counter("memsys_llm_errors_total", "LLM calls that failed after their retries", ["kind"])
 LLM_ANSWERS = Counter(
     "memsys_llm_answers_total",

@@ -339,10 +339,12 @@ class LLMClient:
         async with self._slots.slot(self.timeout_s, refused):
             with tracing.span("memsys.llm.chat", **{"gen_ai.request.model": model}) as span:
                 response = await self._create(client, model, messages, max_tokens, extra)
-                usage = getattr(response, "usage", None)
-                span.set_attribute("gen_ai.usage.input_tokens", getattr(usage, "prompt_tokens", 0) or 0)
-                span.set_attribute("gen_ai.usage.output_tokens", getattr(usage, "completion_tokens", 0) or 0)
-        return _reply(response)
+                reply = _reply(response)
+                span.set_attribute("gen_ai.usage.input_tokens", reply.prompt_tokens)
+                span.set_attribute("gen_ai.usage.output_tokens", reply.completion_tokens)
+        metrics.LLM_TOKENS.labels(direction="input").inc(reply.prompt_tokens)
+        metrics.LLM_TOKENS.labels(direction="output").inc(reply.completion_tokens)
+        return reply
 
     async def _create(self, client: AsyncOpenAI, model: str, messages, max_tokens, extra: dict[str, Any]) -> Any:
         """The call, its failures said as memsys's LLM errors."""
