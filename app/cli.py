@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     verbose = getattr(args, "verbose", False)
     try:
         settings = Settings()
-        logs.configure(settings.log_level, verbose=verbose)
+        logs.configure(settings.log_level, verbose=verbose, log_format=settings.log_format)
         _import_uncollected(STARTUP_MODULES[args.command])
         return _run(args, settings, verbose)
     except Exception as exc:

@@ -4,34 +4,75 @@
 memsys's own loggers (``app.…``) log at ``MEMSYS_LOG_LEVEL``. The libraries' routine lines (procrastinate's
 line per periodic job, alembic's per migration, pgserver's initdb and pg_ctl output, uvicorn's and the MCP
 server's per request) are details: they show with ``--verbose`` (or ``MEMSYS_LOG_LEVEL=DEBUG``); their warnings
-and errors always show.
+and errors always show. A line written while a request is handled names its id (app.observability.request_ids);
+``MEMSYS_LOG_FORMAT=json`` writes each record as one JSON object.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import warnings
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+
+from app.observability.request_ids import RequestIdFilter
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+FORMAT_IN_REQUEST = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"
 
 
-def configure(level: str, *, verbose: bool = False) -> None:
+def configure(level: str, *, verbose: bool = False, log_format: str = "text") -> None:
     """Log to standard error: memsys's own records from ``level`` (DEBUG when ``verbose``), the libraries' from
-    WARNING (from INFO when ``verbose`` or ``level`` is DEBUG). Replaces whatever was configured before."""
+    WARNING (from INFO when ``verbose`` or ``level`` is DEBUG), as text lines or JSON objects (``log_format``).
+    Replaces whatever was configured before."""
     own = logging.DEBUG if verbose else logging.getLevelNamesMapping()[level.upper()]
     libraries = logging.INFO if own <= logging.DEBUG else max(own, logging.WARNING)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.addFilter(RequestIdFilter())
     handler.addFilter(_Levels(own, libraries))
     logging.basicConfig(level=min(own, libraries), handlers=[handler], force=True)
     if libraries > logging.INFO:
         # pgserver's lock file falls back to /tmp when XDG_RUNTIME_DIR is unset (containers, root): harmless
         warnings.filterwarnings("ignore", module="platformdirs")
+
+
+class TextFormatter(logging.Formatter):
+    """``FORMAT``, with the request's id in brackets on a line written while a request is handled."""
+
+    def __init__(self) -> None:
+        super().__init__(FORMAT)
+        self._in_request = logging.Formatter(FORMAT_IN_REQUEST)
+
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "request_id", None):
+            return self._in_request.format(record)
+        return super().format(record)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time (UTC, ISO 8601), level, logger, message, the request's id while one is
+    handled, and the exception's traceback when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if getattr(record, "request_id", None):
+            line["request_id"] = record.request_id
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
 
 
 class _Levels(logging.Filter):

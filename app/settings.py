@@ -322,6 +322,10 @@ class Settings(BaseSettings):
     output) only with DEBUG or ``--verbose``. WARNING: warnings and errors only."""
     access_log: bool = False
     """Log each HTTP request (uvicorn's access log) at INFO; ``--verbose`` turns it on too."""
+    log_format: Literal["text", "json"] = "text"
+    """``text``: one line per record (time, level, logger, ``[request id]`` while a request is handled, message).
+    ``json``: one JSON object per line, for a log collector: ``time``, ``level``, ``logger``, ``message``,
+    ``request_id`` (while a request is handled) and ``exception`` (its traceback, when there is one)."""
 
     # --- the OpenAI-compatible memory proxy (POST /v1/chat/completions) -------------------------
     proxy_enabled: bool = True

@@ -19,11 +19,12 @@ GOOD_MESSAGE = {
 def assert_envelope(response, status: int, code: str, path: str) -> dict:
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"status", "code", "message", "timestamp", "path"}, body
+    assert set(body) == {"status", "code", "message", "timestamp", "path", "request_id"}, body
     assert body["status"] == "failed"
     assert body["code"] == code
     assert body["path"] == path
     assert body["timestamp"].endswith("+00:00")
+    assert body["request_id"] == response.headers["x-request-id"]
     return body
 
 

@@ -36,6 +36,7 @@ from app.memories.endpoints import MemoriesController
 from app.memorize.endpoints import MemorizeController
 from app.observability import tracing
 from app.observability.metrics import HTTP
+from app.observability.request_ids import RequestIds
 from app.proxy.endpoints import ProxyController
 from app.retrieval.endpoints import RetrievalController
 from app.runtime import build_runtime
@@ -106,7 +107,7 @@ def create_app(
             await runtime.close()
             gc.unfreeze()
 
-    return Litestar(
+    app = Litestar(
         route_handlers=[
             index,
             docs_asset,
@@ -140,3 +141,5 @@ def create_app(
         plugins=[PublicOperations(), ClosedModelSchemas(), *tracing.litestar_plugins()],
         logging_config=None,  # memsys's commands configure logging (app.logs); tests keep pytest's
     )
+    app.asgi_handler = RequestIds(app.asgi_handler)  # outermost: unknown routes' answers carry an id too
+    return app

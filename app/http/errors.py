@@ -1,6 +1,6 @@
 """One place that turns every exception into the seed's error envelope.
 
-``{"status": "failed", "code", "message", "timestamp", "path"}`` for validation errors, bad JSON,
+``{"status": "failed", "code", "message", "timestamp", "path", "request_id"}`` for validation errors, bad JSON,
 unknown routes, wrong methods, oversized bodies, a database that is down and bugs alike. A 500 never
 carries a stack trace or SQL; the log has them.
 """
@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.errors import MemsysError, NotReady
+from app.observability import request_ids
 from app.validation import UNKNOWN
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ def envelope(
             "message": message,
             "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             "path": request.url.path,
+            "request_id": request_ids.of_scope(request.scope),
         },
         status_code=status_code,
         headers=headers,
