@@ -62,6 +62,20 @@ def service_role_of(owner_url: str) -> str:
         return conn.execute("SELECT name FROM service_role").fetchone()[0]
 
 
+def zeppelin(base_url: str) -> dict:
+    """A keyword search for the memory the API test stores."""
+    return httpx.post(
+        f"{base_url}/api/v3/agentic/retrieve_lightweight",
+        json={
+            "query": "zeppelin",
+            "retrieval_mode": "bm25",
+            "group_id": "trip",
+            "data_source": "event_log",
+            "top_k": 5,
+        },
+    ).json()
+
+
 @pytest.fixture(scope="module")
 def managed(server_url: str, on_citus: bool) -> str:
     if on_citus:
@@ -112,16 +126,7 @@ def test_the_api_runs_and_keyword_search_uses_its_index_without_a_superuser(
     assert httpx.post(f"{base}/flush", json={"group_id": "trip"}).status_code == 200
     deadline = time.monotonic() + 60
     while True:
-        found = httpx.post(
-            f"{base}/retrieve_lightweight",
-            json={
-                "query": "zeppelin",
-                "retrieval_mode": "bm25",
-                "group_id": "trip",
-                "data_source": "event_log",
-                "top_k": 5,
-            },
-        ).json()
+        found = zeppelin(server.base_url)
         if found["result"]["memories"] or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -267,16 +272,7 @@ def test_a_backup_restores_on_another_server_with_its_role_and_grants(
         assert service_role_of(owner_url) == "acme_memsys_app"
         server = server_process_factory({"MEMSYS_DATABASE_URL": owner_url})
         server.start()
-        found = httpx.post(
-            server.base_url + "/api/v3/agentic/retrieve_lightweight",
-            json={
-                "query": "zeppelin",
-                "retrieval_mode": "bm25",
-                "group_id": "trip",
-                "data_source": "event_log",
-                "top_k": 5,
-            },
-        ).json()
+        found = zeppelin(server.base_url)
         assert any("zeppelin" in m["content"] for m in found["result"]["memories"]), found
         again = memsys("restore", str(dump), MEMSYS_DATABASE_URL=owner_url)
         assert again.returncode == 2 and "empty database" in again.stderr, again.stderr

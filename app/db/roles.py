@@ -21,6 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, make_url
 
 from app.db.embedded import sqlalchemy_url
+from app.db.tables import QUEUE_TABLES, SEQUENCES, TENANT_TABLES
 from app.errors import ConfigurationError
 
 LEGACY_ROLE = "memsys_app"
@@ -31,35 +32,13 @@ SERVICE_PRIVILEGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("USAGE", ("SCHEMA public",)),
     (
         "SELECT, INSERT, UPDATE, DELETE",
-        (
-            "conversation_meta",
-            "memcells",
-            "messages",
-            "memories",
-            "bm25_corpus_stats",
-            "bm25_term_stats",
-            "profiles",
-            "agent_offloads",
-            "forgotten_users",
-            "procrastinate_jobs",
-            "procrastinate_events",
-            "procrastinate_periodic_defers",
-            "procrastinate_workers",
-        ),
+        tuple(t for t in TENANT_TABLES if t != "memory_history") + QUEUE_TABLES,
     ),
+    # The history is append-only for the service (DELETE: forget and the purge); a sign-in is made and ended.
     ("SELECT, INSERT, DELETE", ("memory_history", "inspector_sessions")),
     ("SELECT", ("tenants", "api_keys", "alembic_version", "service_role", "tenant_memories")),
-    (
-        "USAGE, SELECT",
-        (
-            "SEQUENCE messages_id_seq",
-            "SEQUENCE procrastinate_jobs_id_seq",
-            "SEQUENCE procrastinate_events_id_seq",
-            "SEQUENCE procrastinate_periodic_defers_id_seq",
-        ),
-    ),
+    ("USAGE, SELECT", tuple(f"SEQUENCE {sequence}" for sequence in SEQUENCES)),
 )
-
 _NOT_IDENTIFIER = re.compile(r"[^a-z0-9_]+")
 
 

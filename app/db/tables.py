@@ -465,3 +465,12 @@ TENANT_TABLES = (
     "forgotten_users",
     "memory_history",
 )
+
+# procrastinate's tables and the sequences the service draws ids from (the service role's grants: app.db.roles).
+QUEUE_TABLES = ("procrastinate_jobs", "procrastinate_events", "procrastinate_periodic_defers", "procrastinate_workers")
+SEQUENCES = (
+    "messages_id_seq",
+    "procrastinate_jobs_id_seq",
+    "procrastinate_events_id_seq",
+    "procrastinate_periodic_defers_id_seq",
+)
