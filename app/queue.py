@@ -246,6 +246,28 @@ _BACKLOG = text(
 )
 
 
+_JOBS_BY_STATUS = text(
+    """
+    SELECT queue_name, status::text AS status, count(*) AS jobs
+      FROM procrastinate_jobs
+     WHERE status IN ('todo', 'doing', 'failed')
+     GROUP BY queue_name, status
+    """
+)
+
+JOB_STATUSES = ("todo", "doing", "failed")
+"""The job statuses /metrics counts: waiting, running, failed (succeeded and cancelled ones are history)."""
+
+
+async def jobs_by_status(conn: AsyncConnection) -> dict[tuple[str, str], int]:
+    """Jobs of every queue waiting, running and failed: ``{(queue, status): count}``, every memsys queue and status
+    named (0 when none)."""
+    counts = {(queue, status): 0 for queue in (QUEUE, INTAKE_QUEUE) for status in JOB_STATUSES}
+    for row in (await conn.execute(_JOBS_BY_STATUS)).mappings():
+        counts[(row["queue_name"], row["status"])] = row["jobs"]
+    return counts
+
+
 async def backlog(conn: AsyncConnection) -> dict[str, float | int | None]:
     """Formation jobs waiting, running and failed, and how long the oldest waiting one has waited."""
     row = (await conn.execute(_BACKLOG, {"queue": QUEUE})).mappings().one()

@@ -22,6 +22,7 @@ from app.db.embedded import keep_running, libpq_url, release_embedded
 from app.db.engine import (
     check_service_role,
     create_engine,
+    limit_statements,
     migrate_schema,
     resolve_database_url,
     service_database_url,
@@ -121,7 +122,7 @@ def build_runtime(settings: Settings) -> Runtime:
     embedder = create_embedder(settings)  # the model loads later: Runtime.warm_up, or the first embed
     return Runtime(
         settings=settings,
-        engine=scope.install(create_engine(service_url, settings)),
+        engine=scope.install(limit_statements(create_engine(service_url, settings), settings)),
         database_url=database_url,
         service_url=libpq_url(service_url),
         embedder=embedder,

@@ -53,6 +53,14 @@ class Settings(BaseSettings):
     """Connections the service keeps in its pool; as many again may be opened beyond it under load."""
     db_pool_timeout_seconds: float = Field(default=5.0, gt=0)
     """How long a request waits for a free database connection before it is answered 503."""
+    db_statement_timeout_seconds: float = Field(default=30.0, ge=0)
+    """A statement of the service (a request's, a formation job's) still running after this long is cancelled
+    (PostgreSQL's ``statement_timeout``): a request then gets 504, a job is tried again. The owner's work
+    (migrations, ``memsys reembed``, backups, keys) has no limit. 0: none."""
+    db_lock_timeout_seconds: float = Field(default=5.0, ge=0)
+    """A statement of the service waiting this long for a lock gives up (``lock_timeout``): a request then gets 503
+    with Retry-After, rather than queueing behind a migration or a long transaction. 0: it waits (up to
+    ``db_statement_timeout_seconds``)."""
     embedded_watch_seconds: float = Field(default=1.0, ge=0)
     """How often a process on the embedded server checks that its PostgreSQL runs, and starts it again if it
     died (kill -9, a crash, a stop by hand); 0: never."""

@@ -55,6 +55,24 @@ def create_engine(database_url: str, settings: Settings) -> AsyncEngine:
     return engine
 
 
+def limit_statements(engine: AsyncEngine, settings: Settings) -> AsyncEngine:
+    """Each new connection of ``engine`` starts with ``MEMSYS_DB_STATEMENT_TIMEOUT_SECONDS`` and
+    ``MEMSYS_DB_LOCK_TIMEOUT_SECONDS`` (libpq's ``options``, so no round trip is added): for the service's engine,
+    not the owner's migrations."""
+    timeouts = {
+        "statement_timeout": settings.db_statement_timeout_seconds,
+        "lock_timeout": settings.db_lock_timeout_seconds,
+    }
+    # 0 turns a timeout off; anything above it is at least a millisecond
+    options = " ".join(f"-c {name}={max(1, round(s * 1000)) if s > 0 else 0}" for name, s in timeouts.items())
+
+    @event.listens_for(engine.sync_engine, "do_connect")
+    def with_timeouts(dialect, record, cargs, cparams) -> None:
+        cparams["options"] = f"{cparams.get('options', '')} {options}".strip()
+
+    return engine
+
+
 PING_AFTER_IDLE_S = 1.0
 """A pooled connection back in the pool this long ago is pinged before it is used again, and replaced if the
 database dropped it (a restart); one back sooner is used as it is. SQLAlchemy's ``pool_pre_ping`` pings at every

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+import psycopg
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
@@ -21,6 +22,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.errors import MemsysError, NotReady
 from app.observability import request_ids
+from app.observability.metrics import DB_POOL_TIMEOUTS
 from app.validation import UNKNOWN
 
 log = logging.getLogger(__name__)
@@ -149,6 +151,23 @@ def _describe_litestar_validation(exc: ValidationException) -> str:
 
 
 def handle_database_error(request: Request, exc: Exception) -> Response:
+    cause = exc.orig if isinstance(exc, DBAPIError) else None
+    if isinstance(cause, psycopg.errors.QueryCanceled):  # MEMSYS_DB_STATEMENT_TIMEOUT_SECONDS
+        _unavailable(request, cause)
+        return envelope(
+            request, 504, "REQUEST_TIMEOUT", "A database statement took too long and was cancelled, please retry"
+        )
+    if isinstance(cause, psycopg.errors.LockNotAvailable):  # MEMSYS_DB_LOCK_TIMEOUT_SECONDS
+        _unavailable(request, cause)
+        return envelope(
+            request,
+            503,
+            "SERVICE_UNAVAILABLE",
+            "The data is locked by other work (a migration, a long transaction), please retry",
+            {"Retry-After": "1"},
+        )
+    if isinstance(exc, PoolTimeout):
+        DB_POOL_TIMEOUTS.inc()
     if isinstance(exc, OperationalError | PoolTimeout | OSError):
         _unavailable(request, exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc)
         return envelope(request, 503, "SERVICE_UNAVAILABLE", "The database is not available, please retry")

@@ -10,6 +10,7 @@ import time
 from litestar import Request, get
 from litestar.response import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from sqlalchemy.pool import Pool, QueuePool
 
 from app import queue
 from app.errors import Forbidden, Unauthorized
@@ -17,11 +18,13 @@ from app.formation import repository as formation_repository
 from app.memories.repository import count_by_type
 from app.memorize import service as memorize
 from app.observability.metrics import (
+    DB_POOL,
     FORMATION_JOBS,
     FORMATION_OLDEST,
     MEMORIES,
     MESSAGES_NOT_SEARCHABLE,
     MESSAGES_WAITING,
+    QUEUE_JOBS,
 )
 from app.runtime import Runtime
 from app.tenancy.service import is_loopback
@@ -48,7 +51,10 @@ async def refresh(runtime: Runtime) -> None:
     tenant's rows are visible only in its own scope), summed over the tenants."""
     async with runtime.engine.connect() as conn:
         backlog = await queue.backlog(conn)
+        jobs = await queue.jobs_by_status(conn)
         tenants = await formation_repository.tenants(conn)
+    for (queue_name, status), count in jobs.items():
+        QUEUE_JOBS.labels(queue=queue_name, status=status).set(count)
     for state in ("pending", "running", "failed"):
         FORMATION_JOBS.labels(state=state).set(backlog[state])
     FORMATION_OLDEST.set(backlog["oldest_pending_seconds"] or 0)
@@ -64,6 +70,17 @@ async def refresh(runtime: Runtime) -> None:
         MEMORIES.labels(memory_type=memory_type).set(count)
 
 
+def read_pool(pool: Pool) -> None:
+    """The pool's figures as they are now: no query, so read at every scrape."""
+    if not isinstance(pool, QueuePool):  # a pool without a size (tests' NullPool): nothing to say
+        return
+    size, overflow = pool.size(), max(pool.overflow(), 0)
+    DB_POOL.labels(state="size").set(size)
+    DB_POOL.labels(state="checked_out").set(pool.checkedout())
+    DB_POOL.labels(state="idle").set(pool.checkedin())
+    DB_POOL.labels(state="overflow").set(overflow)
+
+
 @get("/metrics", operation_id="metrics", tags=["health"], opt={"public": True}, include_in_schema=False)
 async def metrics(request: Request) -> Response:
     """Prometheus text format: counts and latencies summed over the tenants, no tenant's data. With
@@ -77,4 +94,5 @@ async def metrics(request: Request) -> Response:
     elif request.client is None or not is_loopback(request.client.host):
         raise Forbidden("GET /metrics answers loopback clients only; set MEMSYS_METRICS_TOKEN to scrape it remotely")
     await request.app.state.gauges.fresh(runtime)
+    read_pool(runtime.engine.sync_engine.pool)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -71,6 +71,22 @@ MESSAGES_NOT_SEARCHABLE = Gauge(
     "Of the waiting messages, those not yet embedded: found by keyword, not yet by meaning (last scrape)",
 )
 MEMORIES = Gauge("memsys_memories", "Memories per type, all tenants (at the last scrape)", ["memory_type"])
+QUEUE_JOBS = Gauge(
+    "memsys_queue_jobs",
+    "Jobs of memsys's queues (formation, intake) by status: todo (waiting), doing (running), failed (last scrape)",
+    ["queue", "status"],
+)
+DB_POOL = Gauge(
+    "memsys_db_pool_connections",
+    "The service's database connection pool in this process, read at each scrape: size (the connections it keeps),"
+    " checked_out (in use), idle (in the pool), overflow (opened beyond the size under load: at most the"
+    " size again)",
+    ["state"],
+)
+DB_POOL_TIMEOUTS = Counter(
+    "memsys_db_pool_timeouts_total",
+    "Requests that waited MEMSYS_DB_POOL_TIMEOUT_SECONDS for a database connection in vain (answered 503)",
+)
 
 
 @contextmanager
