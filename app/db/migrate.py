@@ -153,7 +153,7 @@ def check_schema(database_url: str) -> None:
         )
     raise ConfigurationError(
         f"The database is at revision {found} and this memsys needs {head}: run `memsys migrate` with this version "
-        "first (docs/operations.md, \"Upgrades\"), or start with MEMSYS_MIGRATE_ON_START=true."
+        'first (docs/operations.md, "Upgrades"), or start with MEMSYS_MIGRATE_ON_START=true.'
     )
 
 
