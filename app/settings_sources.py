@@ -37,8 +37,7 @@ NOT_SETTINGS = frozenset(
         "MEMSYS_KEY",
         "MEMSYS_OTHER_KEY",
         "MEMSYS_SEEDED_USER",
-        "MEMSYS_APP_DB_PASSWORD",  # docker-compose.yml's interpolation, when kept in the shell rather than .env
-        "MEMSYS_WORKER_CONCURRENCY",
+        "MEMSYS_WORKER_CONCURRENCY",  # docker-compose.yml's interpolation, when kept in the shell rather than .env
         "MEMSYS_CITUS_PORT",  # deploy/citus and .ci/run
         "MEMSYS_VENDOR_DIR",
         "MEMSYS_API_DOCS_SCREENSHOT",  # tests that renew the docs' pictures
