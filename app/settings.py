@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     deleted_retention_days: float = Field(default=30.0, ge=0)
     """A deleted memory can be restored for this long; then the sweep removes it for good (and its history but a
     tombstone)."""
+    message_retention_days: float | None = Field(default=None, gt=0)
+    """Raw messages already formed into memories are deleted this many days after memsys received them (a sweep
+    every 30 s); their memories stay, and so do messages still waiting for formation. Unset: messages are kept."""
 
     # --- LLM (any OpenAI-compatible chat endpoint) -----------------------------------------------
     llm_api_key: str | None = Field(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Text, and_, bindparam, func, or_, select, update
+from sqlalchemy import ColumnElement, Select, Text, and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects.postgresql import array, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -137,3 +138,14 @@ async def count_waiting(conn: AsyncConnection) -> dict[str, int]:
         func.count().label("waiting"), func.count().filter(messages.c.embedding.is_(None)).label("unsearchable")
     ).where(messages.c.status == "pending")
     return dict((await conn.execute(statement)).mappings().one())
+
+
+async def delete_formed_before(conn: AsyncConnection, before: datetime, limit: int) -> int:
+    """Delete at most ``limit`` messages formed into memories and received before ``before``; how many."""
+    due = (
+        select(messages.c.id)
+        .where(messages.c.status == "processed", messages.c.received_at < before)
+        .limit(limit)
+        .scalar_subquery()
+    )
+    return (await conn.execute(delete(messages).where(messages.c.id.in_(due)))).rowcount

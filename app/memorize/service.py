@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from app import queue
 from app.conversation_meta import service as conversation_meta
@@ -91,6 +91,20 @@ async def waiting_messages(runtime: Runtime) -> dict[str, int]:
         totals["messages_waiting"] += counts["waiting"]
         totals["messages_not_yet_searchable"] += counts["unsearchable"]
     return totals
+
+
+SWEEP_BATCH = 10_000
+"""Messages one sweep deletes per tenant at most: a first sweep over years of messages is spread over a few runs."""
+
+
+async def delete_old_messages(runtime: Runtime) -> int:
+    """One tenant's messages formed into memories and older than ``message_retention_days`` deleted (none when it
+    is unset); how many."""
+    days = runtime.settings.message_retention_days
+    if days is None:
+        return 0
+    async with runtime.engine.begin() as conn:
+        return await repository.delete_formed_before(conn, datetime.now(UTC) - timedelta(days=days), SWEEP_BATCH)
 
 
 def _in_zone(moment: datetime, zone: tzinfo) -> datetime:
