@@ -38,6 +38,8 @@ NOT_SETTINGS = frozenset(
         "MEMSYS_OTHER_KEY",
         "MEMSYS_SEEDED_USER",
         "MEMSYS_WORKER_CONCURRENCY",  # docker-compose.yml's interpolation, when kept in the shell rather than .env
+        "MEMSYS_OWNER_PASSWORD_FILE",  # deploy/compose/initdb.sql, in the database's container
+        "MEMSYS_APP_PASSWORD_FILE",
         "MEMSYS_CITUS_PORT",  # deploy/citus and .ci/run
         "MEMSYS_VENDOR_DIR",
         "MEMSYS_API_DOCS_SCREENSHOT",  # tests that renew the docs' pictures
