@@ -234,9 +234,8 @@ def memorize(url: str, messages: int, clients: int = 4, groups: int = 8) -> dict
 def search(conn, settings: Settings, tenant: str, q, grouped: bool, now, mode: str = "rrf") -> list[dict]:
     """The service's transaction: its role, its tenant, configure_search, then hybrid_search."""
     with conn.begin():
-        conn.exec_driver_sql(
-            f"SELECT set_config('role', name, true) FROM service_role; SET LOCAL memsys.tenant_id = '{tenant}'"
-        )
+        role = service_role_for(str(conn.engine.url), None)
+        conn.exec_driver_sql(f"SET LOCAL ROLE \"{role}\"; SET LOCAL memsys.tenant_id = '{tenant}'")
         configure(conn, settings, mode, 20, q.memory_type)
         parameters = parameters_for(settings, q, grouped, now, mode, 20, tenant)
         return [dict(row) for row in conn.execute(repository.hybrid_statement(parameters), parameters).mappings()]

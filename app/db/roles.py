@@ -110,6 +110,9 @@ def prepare(conn: Connection, role: str, password: str | None, *, set_password: 
 
 def grant(conn: Connection, role: str) -> None:
     """After the migrations, as the owner: the role gets ``SERVICE_PRIVILEGES`` and is recorded as the service's."""
+    if conn.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'citus'")).scalar():
+        # Grants on distributed and reference tables in one transaction: one connection per node (as migration 0011).
+        conn.execute(text("SET LOCAL citus.multi_shard_modify_mode = 'sequential'"))
     for statement in grant_statements(role):
         conn.execute(text(statement))
     conn.execute(text("DELETE FROM service_role"))

@@ -83,7 +83,8 @@ def script(
     lines = [psql_set(name, value) for name, value in parameters.items()]
     lines += [
         "BEGIN;",
-        "SELECT set_config('role', name, true) AS service_role FROM service_role \\gset",
+        "SELECT name AS service_role FROM service_role \\gset",
+        'SET LOCAL ROLE :"service_role";',
         f"SET LOCAL {TENANT_SETTING} = {sql_literal(tenant)};",
     ]
     # As the service: BM25's exactness looked up where a query vector is made (a bm25 search lets the statement count),

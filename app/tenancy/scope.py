@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.selectable import Alias, FromClause, Join
 
+from app.db.roles import quoted
 from app.db.tables import TENANT_SETTING, TENANT_TABLES
 from app.errors import InvalidParameter
 
@@ -62,7 +63,10 @@ async def enter(conn: AsyncConnection, tenant: str, *, as_service: bool = False)
     (nor a superuser), so the rest of the transaction runs as the service's role, the one ``service_role`` names
     (``leave`` returns to the owner; the owner is a member of it: app.db.roles)."""
     if as_service:
-        await conn.exec_driver_sql("SELECT set_config('role', name, true) FROM service_role WHERE name <> current_user")
+        # Read, then SET: on Citus a set_config('role', …) in a query may be run on a worker, where the table is not.
+        role = (await conn.exec_driver_sql("SELECT name FROM service_role WHERE name <> current_user")).scalar()
+        if role is not None:
+            await conn.exec_driver_sql(f"SET LOCAL ROLE {quoted(role)}")
     await conn.exec_driver_sql(_set_local(tenant))
 
 
