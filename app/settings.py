@@ -39,9 +39,11 @@ class Settings(BaseSettings):
     """The owner's URL (migrations, ``memsys keys``): any PostgreSQL >= 15 with pgvector. Unset: an embedded
     server in ``data_dir``."""
     service_database_url: str | None = None
-    """The service's own login: a role that is neither superuser nor BYPASSRLS (row-level security holds).
-    Unset: the owner's URL with the user ``memsys_app``, the role the migrations create (no password: right
-    for the embedded server's socket; give a URL with a password for a server that asks for one)."""
+    """The service's own login: a role that is neither superuser nor BYPASSRLS (row-level security holds), the
+    deployment's own; ``memsys migrate`` makes it if missing (its password this URL's) and grants it what it needs.
+    Unset: the owner's URL with the user ``<database>_app`` (``memsys_app`` for a database named ``memsys`` or the
+    embedded server's) and no password: right for the embedded server's socket; give a URL with a password for a
+    server that asks for one (docs/managed-postgres.md)."""
     data_dir: Annotated[Path | None, BeforeValidator(lambda value: value or None)] = None
     """Where the embedded server keeps its data (``<data_dir>/pg``). Unset or empty: ``$XDG_DATA_HOME/memsys``
     (``~/.local/share/memsys``), the same whatever folder memsys starts in; but a ``./.memsys`` holding a
