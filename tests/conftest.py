@@ -11,6 +11,7 @@ A Citus coordinator's database (one with the ``citus`` extension, as ``deploy/ci
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
@@ -284,3 +285,17 @@ def fake_llm() -> Iterator:
 
     with FakeLLM() as server:
         yield server
+
+
+@contextlib.contextmanager
+def every_connection_held(client: TestClient) -> Iterator[None]:
+    """Every connection of the app's pool (its size and as many again beyond it) held elsewhere while inside."""
+    engine = client.app.state.runtime.engine
+    held = [engine.connect() for _ in range(2 * engine.sync_engine.pool.size())]
+    for conn in held:
+        client.blocking_portal.call(conn.start)
+    try:
+        yield
+    finally:
+        for conn in held:
+            client.blocking_portal.call(conn.close)

@@ -172,3 +172,14 @@ def explain_analyze(
             await engine.dispose()
 
     return asyncio.run(run())
+
+
+def insert_notes(conn, memcell_id, count: int) -> None:
+    """``count`` episodes 'note <i>' whose BM25 text is 'note word<i>' (a word each of its own) in the transaction's
+    tenant, with one vector for all: enough rows for PostgreSQL to choose an index for a rare word."""
+    conn.execute(
+        "INSERT INTO memories (memory_type, memcell_id, source_message_ids, content, timestamp, search_tokens, "
+        "embedding, embedding_model) SELECT 'episode', %s, '{}', 'note ' || i, now(), 'note word' || i, "
+        "array_fill(0.1, ARRAY[384])::vector, 'm' FROM generate_series(1, %s) AS i",
+        (memcell_id, count),
+    )

@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from app.db import migrate, roles
+from tests.retrieval_support import insert_notes
 
 pytestmark = pytest.mark.managed
 
@@ -137,12 +138,7 @@ def test_the_api_runs_and_keyword_search_uses_its_index_without_a_superuser(
     with psycopg.connect(managed) as conn:
         conn.execute("SET memsys.tenant_id = 'default'")
         cell = conn.execute("SELECT id FROM memcells LIMIT 1").fetchone()[0]
-        conn.execute(
-            "INSERT INTO memories (memory_type, memcell_id, source_message_ids, content, timestamp, search_tokens, "
-            "embedding, embedding_model) SELECT 'episode', %s, '{}', 'note ' || i, now(), 'note word' || i, "
-            "array_fill(0.1, ARRAY[384])::vector, 'm' FROM generate_series(1, 3000) AS i",
-            (cell,),
-        )
+        insert_notes(conn, cell, 3000)
         conn.execute("ANALYZE memories")
         conn.commit()
         assert conn.execute(

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.http.app import create_app
 from app.settings import Settings
-from tests.conftest import ServerProcess, process_env
+from tests.conftest import ServerProcess, every_connection_held, process_env
 from tests.test_formation_concurrency import body
 
 MEMORIZE = "/api/v3/agentic/memorize"
@@ -90,15 +90,8 @@ def test_a_request_that_waits_for_the_pool_in_vain_is_counted(settings: Settings
     with TestClient(app, raise_server_exceptions=False) as client:
         scrape = lambda: parsed(client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text)  # noqa: E731
         timeouts_before = scrape()[("memsys_db_pool_timeouts_total", ())]
-        engine = app.state.runtime.engine
-        held = [engine.connect() for _ in range(2)]  # pool_size + max_overflow
-        for conn in held:
-            client.blocking_portal.call(conn.start)
-        try:
+        with every_connection_held(client):
             assert client.post(MEMORIZE, json=body(1)).status_code == 503
             found = scrape()  # the gauges read from the database were read by the first scrape: no connection needed
-        finally:
-            for conn in held:
-                client.blocking_portal.call(conn.close)
     assert pool(found, "checked_out") == 2 and pool(found, "overflow") == 1 and pool(found, "idle") == 0
     assert found[("memsys_db_pool_timeouts_total", ())] == timeouts_before + 1

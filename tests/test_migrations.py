@@ -18,7 +18,7 @@ from app.retrieval import repository, service
 from app.retrieval.schemas import RetrieveLightweightRequest
 from app.settings import Settings
 from tests.conftest import recreate_database
-from tests.retrieval_support import explain_analyze
+from tests.retrieval_support import explain_analyze, insert_notes
 
 
 @pytest.fixture
@@ -101,12 +101,7 @@ def test_full_text_matches_can_use_their_gin_index_under_row_level_security(empt
     with psycopg.connect(empty_database) as conn:
         conn.execute("SET memsys.tenant_id = 'default'")
         cell = _memcell(conn)
-        conn.execute(
-            "INSERT INTO memories (memory_type, memcell_id, source_message_ids, content, timestamp, search_tokens, "
-            "embedding, embedding_model) SELECT 'episode', %s, '{}', 'note ' || i, now(), 'note word' || i, "
-            "array_fill(0.1, ARRAY[384])::vector, 'm' FROM generate_series(1, 3000) AS i",
-            (cell,),
-        )
+        insert_notes(conn, cell, 3000)
         conn.execute("ANALYZE memories")
 
     def plan() -> str:

@@ -19,7 +19,7 @@ from litestar.testing import TestClient
 from app import logs
 from app.http.app import create_app
 from app.settings import Settings
-from tests.conftest import ServerProcess, process_env
+from tests.conftest import ServerProcess, every_connection_held, process_env
 
 MEMORIES = "/api/v3/agentic/memories"
 NEW_ID = re.compile(r"[0-9a-f]{32}")
@@ -93,15 +93,8 @@ def test_a_line_the_service_writes_while_handling_a_request_names_it(
     logs.configure("WARNING", log_format=log_format)
     app = create_app(settings.model_copy(update={"db_pool_size": 1, "db_pool_timeout_seconds": 0.3, "workers": 0}))
     with TestClient(app, raise_server_exceptions=False) as client:
-        engine = app.state.runtime.engine
-        held = [engine.connect() for _ in range(2)]  # pool_size + max_overflow
-        for conn in held:
-            client.blocking_portal.call(conn.start)
-        try:
+        with every_connection_held(client):
             response = client.get(MEMORIES, params={"user_id": "u"}, headers={"X-Request-Id": "pool-9"})
-        finally:
-            for conn in held:
-                client.blocking_portal.call(conn.close)
     assert response.status_code == 503 and response.json()["request_id"] == "pool-9", response.text
     lines = [line for line in logged.getvalue().splitlines() if "unavailable" in line]
     assert lines, logged.getvalue()

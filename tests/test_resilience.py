@@ -25,6 +25,7 @@ from app.db.engine import PING_AFTER_IDLE_S, create_engine
 from app.http.app import create_app
 from app.settings import Settings
 from benchmarks.fake_llm import FakeLLM, Reply
+from tests.conftest import every_connection_held
 from tests.formation_helpers import rows, wait_for
 from tests.test_formation_concurrency import GROUP, body, llm_env, server_env
 from tests.test_formation_llm import EXTRACTED, PROFILES, SAME_EPISODE
@@ -214,18 +215,11 @@ def test_a_full_pool_answers_503_after_the_pool_timeout(settings: Settings) -> N
     the 503 envelope rather than hanging."""
     app = create_app(settings.model_copy(update={"db_pool_size": 1, "db_pool_timeout_seconds": 0.5, "workers": 0}))
     with TestClient(app, raise_server_exceptions=False) as client:
-        engine = app.state.runtime.engine
-        held = [engine.connect() for _ in range(2)]  # pool_size + max_overflow
-        for conn in held:
-            client.blocking_portal.call(conn.start)
-        try:
+        with every_connection_held(client):
             started = time.monotonic()
             response = client.post(MEMORIZE, json=body(1))
             assert is_envelope_503(response), response.text
             assert 0.4 < time.monotonic() - started < 5
-        finally:
-            for conn in held:
-                client.blocking_portal.call(conn.close)
         assert client.post(MEMORIZE, json=body(1)).status_code == 200
 
 
