@@ -7,9 +7,12 @@ import re
 
 import httpx
 import psycopg
+import pytest
 
 from app.tenancy.service import key_hash
 from tests.tenancy_support import create_key
+
+pytestmark = pytest.mark.managed  # a deployment's shape: run with the managed-PostgreSQL suite (pytest -m managed)
 
 
 def _login(base: str, key: str) -> str:
