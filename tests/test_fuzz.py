@@ -46,7 +46,7 @@ def test_schemathesis_finds_no_server_error(server_process_factory, database_url
         capture_output=True, text=True, timeout=FUZZ_SECONDS + 120,
     )  # fmt: skip
     summary = run.stdout[-6000:]
-    assert run.returncode == 0, summary
+    assert run.returncode == 0, summary + "\n--- the server's log ---\n" + server.output()[-6000:]
     # It ran: every operation of the document was tested, with many cases, all passed.
     operations = len(httpx.get(f"{server.base_url}/docs/openapi.json").json()["paths"])
     selected = re.search(r"Selected: (\d+)/(\d+)", run.stdout)

@@ -371,6 +371,10 @@ class LLMClient:
             raise LLMError(f"The LLM endpoint answered HTTP {exc.status_code}") from exc
         except openai.APIConnectionError as exc:
             raise LLMError("The LLM endpoint could not be reached") from exc
+        # httpcore reads a socket's peer after connecting; an endpoint that dies in that moment leaves it None (an
+        # AttributeError, seen in the soak), or the OS says so directly: the endpoint could not be reached either.
+        except (AttributeError, OSError) as exc:
+            raise LLMError("The LLM endpoint could not be reached") from exc
         except UnreadableAnswer as exc:
             raise LLMBadOutput(f"The LLM endpoint's answer {exc}") from exc
         # A body that is not JSON or not a chat completion; or one nested deeper than Python recurses.
