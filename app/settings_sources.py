@@ -61,9 +61,7 @@ def setting_variables(settings_cls: type[BaseSettings]) -> set[str]:
     """Every ``MEMSYS_`` variable memsys reads as a setting: the fields' names, their aliases, the secrets' files."""
     known = set()
     for name, field in settings_cls.model_fields.items():
-        alias = field.validation_alias
-        choices = [alias] if isinstance(alias, str) else getattr(alias, "choices", None) or [PREFIX + name]
-        known.update(str(choice).upper() for choice in choices)
+        known.update(choice.upper() for choice in _aliases(field) or [PREFIX + name])
     known.update(file_variable(name) for name in SECRET_SETTINGS)
     return {variable for variable in known if variable.startswith(PREFIX)}
 
@@ -112,11 +110,15 @@ class SecretFiles(PydanticBaseSettingsSource):
 def _input_key(field: FieldInfo, name: str) -> str:
     """The key the environment's source gives a field's value under (its first alias, if it has any), so that a
     file's value takes the place of the environment's rather than sitting beside it."""
+    return next(iter(_aliases(field)), name)
+
+
+def _aliases(field: FieldInfo) -> list[str]:
+    """The names a field's ``validation_alias`` gives it (one, or its ``AliasChoices``), in order; none without one."""
     alias = field.validation_alias
     if isinstance(alias, str):
-        return alias
-    choices = getattr(alias, "choices", None)
-    return str(choices[0]) if choices else name
+        return [alias]
+    return [str(choice) for choice in getattr(alias, "choices", None) or ()]
 
 
 def read_secret_files(environ: Mapping[str, str]) -> dict[str, str]:

@@ -40,6 +40,7 @@ from sqlalchemy import create_engine
 from app.db import migrate
 from app.db.embedded import sqlalchemy_url
 from app.db.migrate import service_role_for
+from app.db.roles import quoted
 from app.retrieval import repository
 from app.settings import Settings
 from app.tenancy.scope import check_tenant_id
@@ -235,7 +236,7 @@ def search(conn, settings: Settings, tenant: str, q, grouped: bool, now, mode: s
     """The service's transaction: its role, its tenant, configure_search, then hybrid_search."""
     with conn.begin():
         role = service_role_for(str(conn.engine.url), None)
-        conn.exec_driver_sql(f"SET LOCAL ROLE \"{role}\"; SET LOCAL memsys.tenant_id = '{tenant}'")
+        conn.exec_driver_sql(f"SET LOCAL ROLE {quoted(role)}; SET LOCAL memsys.tenant_id = '{tenant}'")
         configure(conn, settings, mode, 20, q.memory_type)
         parameters = parameters_for(settings, q, grouped, now, mode, 20, tenant)
         return [dict(row) for row in conn.execute(repository.hybrid_statement(parameters), parameters).mappings()]

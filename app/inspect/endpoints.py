@@ -65,17 +65,19 @@ def _sessions(request: Request) -> InspectorSessions:
     return request.app.state.inspector_sessions
 
 
-def _end_session(request: Request, response: Response, *, closed: bool = False) -> Response:
-    """The cookie deleted, and the session's row too once the response is sent (unless ``closed`` already)."""
-    if not closed and (cookie := request.cookies.get(INSPECTOR_SESSION_COOKIE)):
-        response.background = BackgroundTask(_sessions(request).close, cookie)
+def _to_login_without_cookie() -> Response:
+    response = Redirect(LOGIN_PATH, status_code=303)
     response.delete_cookie(INSPECTOR_SESSION_COOKIE, path=INSPECTOR_PATH)
     return response
 
 
 def _to_login(request: Request, exc: Unauthorized) -> Response:
-    """No valid key for a page: to the login form, ending a session whose key no longer works."""
-    return _end_session(request, Redirect(LOGIN_PATH, status_code=303))
+    """No valid key for a page: to the login form, ending a session whose key no longer works (its row once the
+    response is sent: an exception handler cannot wait)."""
+    response = _to_login_without_cookie()
+    if cookie := request.cookies.get(INSPECTOR_SESSION_COOKIE):
+        response.background = BackgroundTask(_sessions(request).close, cookie)
+    return response
 
 
 def _cross_origin(request: Request) -> Template:
@@ -202,4 +204,4 @@ class InspectorController(Controller):
         if forged or not same_origin(request.headers):
             return _cross_origin(request)
         await _sessions(request).close(cookie)  # before the answer: the cookie opens nothing once it is read
-        return _end_session(request, Redirect(LOGIN_PATH, status_code=303), closed=True)
+        return _to_login_without_cookie()

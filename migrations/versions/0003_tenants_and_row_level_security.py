@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-from app.db.roles import quoted, role_in_migration
+from app.db.roles import quoted_role_in_migration, role_in_migration
 
 revision: str = "0003"
 down_revision: str | None = "0002"
@@ -204,10 +204,10 @@ def upgrade() -> None:
             f"CREATE POLICY tenant_isolation ON {table} USING (tenant_id = {CURRENT_TENANT}) "
             f"WITH CHECK (tenant_id = {CURRENT_TENANT})"
         )
-        op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {_service_role()}")
-    op.execute(f"GRANT USAGE ON SCHEMA public TO {_service_role()}")
-    op.execute(f"GRANT SELECT ON tenants, api_keys, alembic_version TO {_service_role()}")
-    op.execute(f"GRANT USAGE, SELECT ON SEQUENCE messages_id_seq TO {_service_role()}")
+        op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {quoted_role_in_migration()}")
+    op.execute(f"GRANT USAGE ON SCHEMA public TO {quoted_role_in_migration()}")
+    op.execute(f"GRANT SELECT ON tenants, api_keys, alembic_version TO {quoted_role_in_migration()}")
+    op.execute(f"GRANT USAGE, SELECT ON SEQUENCE messages_id_seq TO {quoted_role_in_migration()}")
 
 
 def downgrade() -> None:
@@ -219,11 +219,11 @@ def downgrade() -> None:
                     'but default first (DELETE FROM tenants WHERE tenant_id <> ''default'' deletes their data)';
             END IF;
         END $$""")
-    op.execute(f"REVOKE USAGE, SELECT ON SEQUENCE messages_id_seq FROM {_service_role()}")
-    op.execute(f"REVOKE SELECT ON alembic_version FROM {_service_role()}")
-    op.execute(f"REVOKE USAGE ON SCHEMA public FROM {_service_role()}")
+    op.execute(f"REVOKE USAGE, SELECT ON SEQUENCE messages_id_seq FROM {quoted_role_in_migration()}")
+    op.execute(f"REVOKE SELECT ON alembic_version FROM {quoted_role_in_migration()}")
+    op.execute(f"REVOKE USAGE ON SCHEMA public FROM {quoted_role_in_migration()}")
     for table in TENANT_TABLES:
-        op.execute(f"REVOKE ALL ON {table} FROM {_service_role()}")
+        op.execute(f"REVOKE ALL ON {table} FROM {quoted_role_in_migration()}")
         op.execute(f"DROP POLICY tenant_isolation ON {table}")
         op.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
         op.execute(f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
@@ -255,8 +255,3 @@ def _renamed(name: str) -> str:
         .replace("uq_messages_", "uq_messages_tenant_id_")
         .replace("uq_profiles_", "uq_profiles_tenant_id_")
     )
-
-
-def _service_role() -> str:
-    """The service's role, quoted (its name is the deployment's: app.db.roles)."""
-    return quoted(role_in_migration())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from alembic import op
 
-from app.db.roles import quoted, role_in_migration
+from app.db.roles import quoted_role_in_migration
 
 revision = "0004"
 down_revision = "0003"
@@ -47,8 +47,8 @@ TYPES = ("procrastinate_job_to_defer_v1", "procrastinate_job_event_type", "procr
 def upgrade() -> None:
     sql = (Path(__file__).parent / "procrastinate_3_10_0_schema.sql").read_text()
     op.get_bind().exec_driver_sql(sql.replace("%", "%%"))  # psycopg parses % even without parameters
-    op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {', '.join(TABLES)} TO {_service_role()}")
-    op.execute(f"GRANT USAGE, SELECT ON SEQUENCE {', '.join(SEQUENCES)} TO {_service_role()}")
+    op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {', '.join(TABLES)} TO {quoted_role_in_migration()}")
+    op.execute(f"GRANT USAGE, SELECT ON SEQUENCE {', '.join(SEQUENCES)} TO {quoted_role_in_migration()}")
     op.execute("ALTER TABLE messages ADD COLUMN flush_requested boolean NOT NULL DEFAULT false")
 
 
@@ -60,8 +60,3 @@ def downgrade() -> None:
     op.execute(f"DROP FUNCTION {', '.join(f for i, f in enumerate(FUNCTIONS) if i != 2)}")
     for t in TYPES:
         op.execute(f"DROP TYPE {t}")
-
-
-def _service_role() -> str:
-    """The service's role, quoted (its name is the deployment's: app.db.roles)."""
-    return quoted(role_in_migration())

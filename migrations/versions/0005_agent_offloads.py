@@ -8,7 +8,7 @@ Create Date: 2026-11-23
 
 from alembic import op
 
-from app.db.roles import quoted, role_in_migration
+from app.db.roles import quoted_role_in_migration
 
 revision = "0005"
 down_revision = "0004"
@@ -41,13 +41,8 @@ def upgrade() -> None:
         f"CREATE POLICY tenant_isolation ON agent_offloads USING (tenant_id = {CURRENT_TENANT}) "
         f"WITH CHECK (tenant_id = {CURRENT_TENANT})"
     )
-    op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON agent_offloads TO {_service_role()}")
+    op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON agent_offloads TO {quoted_role_in_migration()}")
 
 
 def downgrade() -> None:
     op.execute("DROP TABLE agent_offloads")
-
-
-def _service_role() -> str:
-    """The service's role, quoted (its name is the deployment's: app.db.roles)."""
-    return quoted(role_in_migration())

@@ -14,7 +14,7 @@ Create Date: 2026-11-25
 
 from alembic import op
 
-from app.db.roles import quoted, role_in_migration
+from app.db.roles import quoted_role_in_migration
 
 revision = "0013"
 down_revision = "0012"
@@ -49,7 +49,7 @@ def upgrade() -> None:
         f"CREATE POLICY tenant_isolation ON forgotten_users USING (tenant_id = {CURRENT_TENANT}) "
         f"WITH CHECK (tenant_id = {CURRENT_TENANT})"
     )
-    op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON forgotten_users TO {_service_role()}")
+    op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON forgotten_users TO {quoted_role_in_migration()}")
     if citus:
         # Before the foreign key: a local table referencing a reference table would become a Citus local table.
         op.execute("SELECT create_distributed_table('forgotten_users', 'tenant_id', colocate_with => 'memcells')")
@@ -61,8 +61,3 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("DROP TABLE forgotten_users")
-
-
-def _service_role() -> str:
-    """The service's role, quoted (its name is the deployment's: app.db.roles)."""
-    return quoted(role_in_migration())

@@ -23,7 +23,7 @@ Create Date: 2026-12-02
 from alembic import op
 
 from app.db import online_ddl
-from app.db.roles import quoted, role_in_migration
+from app.db.roles import quoted_role_in_migration
 
 revision = "0024"
 down_revision = "0023"
@@ -89,7 +89,7 @@ def upgrade() -> None:
         f"CREATE POLICY tenant_isolation ON memory_history USING (tenant_id = {CURRENT_TENANT}) "
         f"WITH CHECK (tenant_id = {CURRENT_TENANT})"
     )
-    op.execute(f"GRANT SELECT, INSERT, DELETE ON memory_history TO {_service_role()}")
+    op.execute(f"GRANT SELECT, INSERT, DELETE ON memory_history TO {quoted_role_in_migration()}")
     if citus:
         op.execute("SELECT create_distributed_table('memory_history', 'tenant_id', colocate_with => 'memcells')")
     op.execute(
@@ -128,8 +128,3 @@ def downgrade() -> None:
         "ALTER TABLE memories DROP CONSTRAINT ck_memories_status, DROP COLUMN status, DROP COLUMN superseded_by, "
         "DROP COLUMN superseded_at, DROP COLUMN expires_at, DROP COLUMN deleted_at"
     )
-
-
-def _service_role() -> str:
-    """The service's role, quoted (its name is the deployment's: app.db.roles)."""
-    return quoted(role_in_migration())

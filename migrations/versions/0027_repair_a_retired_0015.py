@@ -24,10 +24,14 @@ TARGET = 8160  # as migration 0015
 
 
 def upgrade() -> None:
-    retired = op.get_bind().exec_driver_sql(
-        "SELECT 1 FROM pg_attribute WHERE attrelid = 'messages'::regclass AND attname = 'embedding_digest' "
-        "AND NOT attisdropped"
-    ).scalar()
+    retired = (
+        op.get_bind()
+        .exec_driver_sql(
+            "SELECT 1 FROM pg_attribute WHERE attrelid = 'messages'::regclass AND attname = 'embedding_digest' "
+            "AND NOT attisdropped"
+        )
+        .scalar()
+    )
     if retired:
         for table in ("memories", "messages"):
             op.execute(f"ALTER TABLE {table} SET (toast_tuple_target = {TARGET})")

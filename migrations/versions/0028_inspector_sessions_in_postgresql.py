@@ -12,7 +12,7 @@ Create Date: 2026-12-07
 
 from alembic import op
 
-from app.db.roles import quoted, role_in_migration
+from app.db.roles import quoted_role_in_migration
 
 revision = "0028"
 down_revision = "0027"
@@ -34,7 +34,7 @@ def upgrade() -> None:
         """
     )
     op.execute("CREATE INDEX ix_inspector_sessions_expires_at ON inspector_sessions (expires_at)")
-    op.execute(f"GRANT SELECT, INSERT, DELETE ON inspector_sessions TO {quoted(role_in_migration())}")
+    op.execute(f"GRANT SELECT, INSERT, DELETE ON inspector_sessions TO {quoted_role_in_migration()}")
 
 
 def downgrade() -> None:
