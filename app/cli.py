@@ -232,9 +232,9 @@ def _worker(settings: Settings, concurrency: int) -> int:
     async def run() -> None:
         runtime = build_runtime(settings)
         try:
-            async with runtime.kept_alive(), queue.open_queue(runtime.service_url):
+            async with runtime.kept_alive(), queue.open_queue(runtime.service_url) as jobs_app:
                 runtime.warm_up()
-                workers = asyncio.create_task(queue.run_workers(runtime, concurrency))
+                workers = asyncio.create_task(queue.run_workers(jobs_app, runtime, concurrency))
                 log.info("memsys worker: %s", logs.running_on(runtime, concurrency))
                 for stop in (signal.SIGTERM, signal.SIGINT):
                     asyncio.get_running_loop().add_signal_handler(stop, workers.cancel)
@@ -270,10 +270,12 @@ def _mcp(settings: Settings, tenant: str) -> int:
                 await owner.dispose()
             scoped = runtime.for_tenant(tenant)
             server = build_server(lambda ctx: scoped)
-            async with runtime.kept_alive(), queue.open_queue(runtime.service_url):
+            async with runtime.kept_alive(), queue.open_queue(runtime.service_url) as jobs_app:
                 runtime.warm_up()  # the tools answer at once; the first that embeds waits for the model
                 workers = (
-                    asyncio.create_task(queue.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
+                    asyncio.create_task(queue.run_workers(jobs_app, runtime, settings.workers))
+                    if settings.workers > 0
+                    else None
                 )
                 log.info("memsys mcp for tenant %s: %s", tenant, logs.running_on(runtime, settings.workers))
                 try:

@@ -12,6 +12,7 @@ deferred in a savepoint, and a conflict with one deferred meanwhile is retried t
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -37,7 +38,9 @@ TASK_MODULES = ("app.formation.tasks", "app.memorize.tasks", "app.memories.tasks
 """Where the tasks are: imported when a worker starts (and by a defer, if not imported yet)."""
 
 queue = procrastinate.App(connector=procrastinate.PsycopgConnector(), import_paths=TASK_MODULES)
-"""``open_queue`` gives it the connection of a running memsys."""
+"""Where the tasks are registered; jobs are deferred on the caller's own connection. Its connector is never
+opened: each running memsys opens an app of its own (``open_queue``), so that two in one process (tests) never
+share a connection pool across event loops."""
 
 FORM_AGAIN_PRIORITY = 1
 """Above form_stream's 0: among a stream's waiting jobs, forming again with the old boundaries comes first."""
@@ -137,11 +140,31 @@ async def _defer_once(
 
 @asynccontextmanager
 async def open_queue(service_url: str, *, pool_size: int = 4) -> AsyncIterator[procrastinate.App]:
-    """The queue, open, with a connection pool of its own to the service's database (a plain libpq URL)."""
+    """The queue's tasks in an app of this runtime's own, open, with a connection pool to the service's database
+    (a plain libpq URL): what ``run_workers`` runs."""
     connector = procrastinate.PsycopgConnector(conninfo=service_url, min_size=1, max_size=pool_size, timeout=10)
-    with queue.replace_connector(connector):
-        async with queue.open_async():
-            yield queue
+    jobs_app = _app_of_its_own(connector)
+    async with jobs_app.open_async():
+        yield jobs_app
+
+
+def _app_of_its_own(connector: procrastinate.PsycopgConnector) -> procrastinate.App:
+    """An app with ``queue``'s tasks and periodic tasks, each bound to it (a task defers and a periodic task
+    is deferred through the app it belongs to: ``App.with_connector`` would leave them on ``queue``)."""
+    queue.perform_import_paths()
+    jobs_app = procrastinate.App(connector=connector)
+    for name, task in queue.tasks.items():
+        own = copy.copy(task)
+        own.blueprint = jobs_app
+        jobs_app.tasks[name] = own
+    for periodic in queue.periodic_registry.periodic_tasks.values():
+        jobs_app.periodic_registry.register_task(
+            task=jobs_app.tasks[periodic.task.name],
+            cron=periodic.cron,
+            periodic_id=periodic.periodic_id,
+            configure_kwargs=periodic.configure_kwargs,
+        )
+    return jobs_app
 
 
 @queue.periodic(cron="* * * * * */5", periodic_id="retry_stalled")
@@ -150,7 +173,7 @@ async def retry_stalled(context: procrastinate.JobContext, timestamp: int) -> No
     """Jobs of dead workers (``kill -9``) go back to the queue; a formation job writes nothing twice
     (closing a MemCell is one transaction), so a retry forms what the dead one had not committed."""
     runtime: Runtime = context.additional_context["runtime"]
-    manager = queue.job_manager
+    manager = context.app.job_manager
     stalled = await manager.get_stalled_jobs(
         seconds_since_heartbeat=runtime.settings.worker_stalled_seconds, queue=QUEUE
     )
@@ -172,24 +195,24 @@ GIVE_BACK_WITHIN_S = 5.0
 """A job given up at the stop has this long to put its stream back in the queue."""
 
 
-async def run_workers(runtime: Runtime, concurrency: int) -> None:
+async def run_workers(jobs_app: procrastinate.App, runtime: Runtime, concurrency: int) -> None:
     """Form streams (``concurrency`` at a time) and index new messages (one intake worker) until cancelled;
     cancelling lets the jobs in hand finish (``STOP_WITHIN_S``), and gives back to the queue those that do not.
     A worker that fails or stops by itself (procrastinate stops when its listener loses the database) starts
     again a few seconds later; its jobs in hand are retried as stalled."""
     async with asyncio.TaskGroup() as workers:  # cancelled, it waits until both have stopped
-        workers.create_task(_kept_running(runtime, QUEUE, concurrency))
-        workers.create_task(_kept_running(runtime, INTAKE_QUEUE, 1))
+        workers.create_task(_kept_running(jobs_app, runtime, QUEUE, concurrency))
+        workers.create_task(_kept_running(jobs_app, runtime, INTAKE_QUEUE, 1))
 
 
-async def _kept_running(runtime: Runtime, queue_name: str, concurrency: int) -> None:
+async def _kept_running(jobs_app: procrastinate.App, runtime: Runtime, queue_name: str, concurrency: int) -> None:
     """Run a worker on ``queue_name``, again after it fails or stops by itself, until this task is cancelled.
     procrastinate may end a cancelled worker gracefully (or with an error) instead of raising the cancellation:
     the task's own cancel count, not the exception, says whether to stop."""
     stopping = asyncio.current_task().cancelling
     while not stopping():
         try:
-            await _run_worker(runtime, queue_name, concurrency)
+            await _run_worker(jobs_app, runtime, queue_name, concurrency)
             if not stopping():
                 log.warning("the %s worker stopped by itself; starting again in %gs", queue_name, RESTART_AFTER_S)
         except Exception:  # noqa: BLE001  anything but cancellation: log, wait, start again
@@ -217,8 +240,8 @@ async def stop_workers(workers: asyncio.Task) -> None:
         log.warning("formation workers ended with %r", workers.exception())
 
 
-async def _run_worker(runtime: Runtime, queue_name: str, concurrency: int) -> None:
-    await queue.run_worker_async(
+async def _run_worker(jobs_app: procrastinate.App, runtime: Runtime, queue_name: str, concurrency: int) -> None:
+    await jobs_app.run_worker_async(
         queues=[queue_name],
         name=queue_name,
         concurrency=concurrency,

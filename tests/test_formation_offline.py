@@ -210,3 +210,28 @@ def test_an_idle_stream_is_formed_without_a_flush(settings: Settings, database_u
     assert rows(database_url, "SELECT message_ids, boundary_reason FROM memcells") == [
         {"message_ids": ["msg_001", "msg_002", "msg_003"], "boundary_reason": "flush"}
     ]
+
+
+def test_two_apps_in_one_process_each_form_with_their_own_workers(settings: Settings, database_url: str):
+    """Each running memsys has a queue app and a connection pool of its own: a second one opened in the same
+    process (as tests do) neither takes the first's workers onto its pool nor loses its own when the first stops."""
+    first = app_client(settings)
+    first_client = first.__enter__()
+    try:
+        with app_client(settings) as second:
+            for app, group in ((first_client, "group_first"), (second, "group_second")):
+                for body in conversation(group_id=group)[:3]:
+                    assert app.post(MEMORIZE, json=body).status_code == 200
+                flushed = app.post(FLUSH, json={"group_id": group}).json()["result"]
+                assert flushed["status_info"] == "extracted" and flushed["warning"] is None, flushed
+            first.__exit__(None, None, None)
+            first = None
+            for body in conversation(group_id="group_after")[:3]:
+                assert second.post(MEMORIZE, json=body).status_code == 200
+            flushed = second.post(FLUSH, json={"group_id": "group_after"}).json()["result"]
+            assert flushed["warning"] is None, flushed
+    finally:
+        if first is not None:
+            first.__exit__(None, None, None)
+    formed = rows(database_url, "SELECT group_id, count(*) AS n FROM memcells GROUP BY group_id ORDER BY group_id")
+    assert formed == [{"group_id": g, "n": 1} for g in ("group_after", "group_first", "group_second")]

@@ -84,9 +84,15 @@ def create_app(
             app.state.gauges = Gauges(settings.metrics_refresh_seconds)
             app.state.readiness = Readiness()
             _, app.state.mcp_sessions = build_http(settings.host)
-            async with runtime.kept_alive(), queue.open_queue(runtime.service_url), app.state.mcp_sessions.run():
+            async with (
+                runtime.kept_alive(),
+                queue.open_queue(runtime.service_url) as jobs_app,
+                app.state.mcp_sessions.run(),
+            ):
                 workers = (
-                    asyncio.create_task(queue.run_workers(runtime, settings.workers)) if settings.workers > 0 else None
+                    asyncio.create_task(queue.run_workers(jobs_app, runtime, settings.workers))
+                    if settings.workers > 0
+                    else None
                 )
                 runtime.warm_up()
                 if log.isEnabledFor(logging.INFO):
