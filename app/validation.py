@@ -11,6 +11,7 @@ the same rule to every string of a body, whatever its field's type.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Iterable
 from typing import Annotated, Any, Self
@@ -57,6 +58,30 @@ NonBlankText = Annotated[str, AfterValidator(_storable), AfterValidator(_not_bla
 
 Identifier = Annotated[str, Field(max_length=MAX_IDENTIFIER_CHARS), AfterValidator(_storable)]
 """An id, name or key: at most ``MAX_IDENTIFIER_CHARS`` characters."""
+
+MAX_METADATA_BYTES = 8192
+MAX_METADATA_DEPTH = 4
+
+
+def _bounded_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    def depth(node: Any) -> int:
+        if isinstance(node, dict):
+            return 1 + max((depth(child) for child in node.values()), default=0)
+        if isinstance(node, list):
+            return 1 + max((depth(child) for child in node), default=0)
+        return 0
+
+    if depth(value) > MAX_METADATA_DEPTH:
+        raise ValueError(f"nests at most {MAX_METADATA_DEPTH} levels of objects and lists")
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(f"is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}")
+    return value
+
+
+Metadata = Annotated[dict[str, Any], AfterValidator(_bounded_metadata)]
+"""A caller's own metadata: a JSON object of at most ``MAX_METADATA_BYTES`` and ``MAX_METADATA_DEPTH`` levels,
+carried from a message to the memories formed from it, and filtered on (app.retrieval.filters)."""
 
 _IDENTIFIER = TypeAdapter(Identifier)
 

@@ -111,7 +111,8 @@ SELECT
 -- name: in_scope
 -- A memory in the request's scope, after its tenant: of the searched type, the user's and the group's (a NULL filter:
 -- any), not a participant's copy of a group episode under :one_copy (a group episode's MemCell holds the group's
--- copy: migration 0020's triggers keep the flag), and valid on :valid_on (NULL: any day). Every leg and count of
+-- copy: migration 0020's triggers keep the flag), valid on :valid_on (NULL: any day), and passing the caller's
+-- filter (the service writes it in for "/* filter: m */ TRUE", app.retrieval.filters). Every leg and count of
 -- search_scope and hybrid_search includes it (the table as m; "-- include: in_scope", app.db.named_sql), each with
 -- its own time bounds.
 AND m.memory_type = :memory_type
@@ -120,6 +121,7 @@ AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
 AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
 AND (CAST(:valid_on AS date) IS NULL
      OR ((m.valid_from IS NULL OR m.valid_from <= :valid_on) AND (m.valid_to IS NULL OR m.valid_to >= :valid_on)))
+AND /* filter: m */ TRUE
 -- include: alive
 
 -- name: alive
@@ -184,6 +186,7 @@ pending_messages AS MATERIALIZED (
       AND p.search_tokens IS NOT NULL
       AND (CAST(:user_id AS text) IS NULL OR p.sender = :user_id)
       AND (CAST(:group_id AS text) IS NULL OR p.group_id = :group_id)
+      AND /* filter: p */ TRUE
       AND p.create_time >= :time_from AND p.create_time < :time_to
 ),
 -- leg: vector
@@ -506,6 +509,7 @@ FROM (
       AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
       AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
       AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+      AND /* filter: m */ TRUE
     LIMIT 1000
 ) life
 
@@ -557,6 +561,7 @@ WITH scoped AS (
           AND (CAST(:user_id AS text) IS NULL OR m.user_id = :user_id)
           AND (CAST(:group_id AS text) IS NULL OR m.group_id = :group_id)
           AND (NOT CAST(:one_copy AS boolean) OR NOT m.has_group_copy)
+          AND /* filter: m */ TRUE
           -- include: alive
         LIMIT :count_limit
     ) scope
@@ -600,6 +605,7 @@ unembedded AS (
           AND (p.embedding IS NULL OR p.embedding_model IS DISTINCT FROM :embedding_model)
           AND (CAST(:user_id AS text) IS NULL OR p.sender = :user_id)
           AND (CAST(:group_id AS text) IS NULL OR p.group_id = :group_id)
+          AND /* filter: p */ TRUE
           AND p.create_time >= :time_from AND p.create_time < :time_to
         LIMIT :count_limit
     ) waiting

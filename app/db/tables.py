@@ -109,6 +109,19 @@ def _bm25_columns() -> tuple[Column, Column]:
     )
 
 
+def _scope_columns() -> tuple[Column, ...]:
+    """A message's and a memory's scopes beyond user and group, and the caller's own metadata (migration 0029):
+    ``app_id`` and ``project_id`` ('default' unless named), ``agent_id``, ``session_id`` (EverOS's v2 scopes), and
+    ``custom_metadata``, the JSON object a caller attached to the message (``metadata`` is memsys's own)."""
+    return (
+        Column("app_id", Text, nullable=False, server_default=text("'default'::text")),
+        Column("project_id", Text, nullable=False, server_default=text("'default'::text")),
+        Column("agent_id", Text, nullable=True),
+        Column("session_id", Text, nullable=True),
+        Column("custom_metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    )
+
+
 def _created_at() -> Column:
     return Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now())
 
@@ -209,6 +222,7 @@ messages = Table(
     Column("embedding_text_md5", Text, nullable=True),
     # Who spoke, as a chat API says it (migration 0025): formation reads an assistant's turn by it too.
     Column("role", Text, nullable=True),
+    *_scope_columns(),
     _memcell_fk(),  # forget detaches a MemCell's messages and profiles before deleting it (migration 0010)
     UniqueConstraint("tenant_id", "stream_kind", "stream_id", "message_id"),
     CheckConstraint("stream_kind IN ('group', 'personal')", name="stream_kind"),
@@ -224,6 +238,7 @@ messages = Table(
     ),
     Index(None, "tenant_id", "memcell_id"),
     Index(None, "tenant_id", "sender"),
+    Index("ix_messages_session", "tenant_id", "session_id", postgresql_where=text("session_id IS NOT NULL")),
 )
 
 
@@ -265,6 +280,7 @@ def _memories_table(dimensions: int) -> Table:
         Column("superseded_at", DateTime(timezone=True), nullable=True),
         Column("expires_at", DateTime(timezone=True), nullable=True),
         Column("deleted_at", DateTime(timezone=True), nullable=True),
+        *_scope_columns(),
         _created_at(),
         _memcell_fk("CASCADE"),
         CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),
@@ -306,6 +322,25 @@ def _memories_table(dimensions: int) -> Table:
         Index(None, "tenant_id", "memory_type", "group_id", "timestamp"),
         Index(None, "tenant_id", "memory_type", "user_id", "timestamp"),
         Index(None, "tenant_id", "memcell_id"),
+        # A caller's filter (migration 0029): its equalities on metadata through the GIN index, agents and sessions
+        # through btrees.
+        Index(
+            "ix_memories_custom_metadata",
+            "custom_metadata",
+            postgresql_using="gin",
+            postgresql_ops={"custom_metadata": "jsonb_path_ops"},
+        ),
+        *(
+            Index(
+                f"ix_memories_{scope.removesuffix('_id')}",
+                "tenant_id",
+                "memory_type",
+                scope,
+                "timestamp",
+                postgresql_where=text(f"{scope} IS NOT NULL"),
+            )
+            for scope in ("agent_id", "session_id")
+        ),
         # What the count behind a short answer's metadata.hidden tests, without reading the rows (migrations 0021,
         # 0024).
         Index(

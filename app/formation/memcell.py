@@ -24,6 +24,23 @@ class MemCell:
     topic_summary: str | None = None
 
     @property
+    def scope(self) -> dict[str, Any]:
+        """What its memories carry of its messages' scopes and metadata (migration 0029): the app, project and
+        session of its last message, the first agent named, and the messages' metadata merged in order (a later
+        message's key wins)."""
+        last = self.messages[-1]
+        merged: dict[str, Any] = {}
+        for message in self.messages:
+            merged.update(message.get("custom_metadata") or {})
+        return {
+            "app_id": last.get("app_id", "default"),
+            "project_id": last.get("project_id", "default"),
+            "session_id": last.get("session_id"),
+            "agent_id": next((m["agent_id"] for m in self.messages if m.get("agent_id")), None),
+            "custom_metadata": merged,
+        }
+
+    @property
     def ids(self) -> list[int]:
         return [message["id"] for message in self.messages]
 

@@ -35,6 +35,11 @@ PENDING_COLUMNS = [
     messages.c.boundary_checked,
     messages.c.extract_attempts,
     messages.c.role,
+    messages.c.app_id,
+    messages.c.project_id,
+    messages.c.agent_id,
+    messages.c.session_id,
+    messages.c.custom_metadata,
 ]
 
 

@@ -288,8 +288,9 @@ async def _close(
     with metrics.FORMATION_WRITE_SECONDS.time():
         async with conn.begin():
             memcell_id = await repo.insert_memcell(conn, _memcell_row(context, cell, extraction))
+            scope = cell.scope
             new = [
-                (draft, _new_memory(draft, memcell_id, vector, runtime.embedder.name, xl_vector, draft_tokens))
+                (draft, _new_memory(draft, memcell_id, vector, runtime.embedder.name, xl_vector, draft_tokens, scope))
                 for draft, vector, xl_vector, draft_tokens in drafts
             ]
             known = await supersession.earlier(conn, _stating(extraction.drafts))
@@ -449,7 +450,13 @@ def _memcell_row(context: Context, cell: MemCell, extraction: Extraction) -> dic
 
 
 def _new_memory(
-    draft: Draft, memcell_id, vector: list[float], embedding_model: str, xl_vector: list[float] | None, tokens: str
+    draft: Draft,
+    memcell_id,
+    vector: list[float],
+    embedding_model: str,
+    xl_vector: list[float] | None,
+    tokens: str,
+    scope: dict[str, Any],
 ) -> NewMemory:
     return NewMemory(
         memory_type=draft.memory_type,
@@ -470,6 +477,7 @@ def _new_memory(
         metadata=draft.metadata,
         search_text=draft.search_text(),
         search_tokens=tokens,
+        scope=scope,
     )
 
 

@@ -40,6 +40,9 @@ class NewMemory:
     language: str | None = None
     search_tokens: str | None = None
     """BM25's tokens of ``search_text``, when the writer tokenised it before its transaction (formation does)."""
+    scope: dict[str, Any] = field(default_factory=dict)
+    """Its app_id, project_id, agent_id, session_id and custom_metadata (its MemCell's, ``MemCell.scope``); the
+    columns' defaults where absent."""
 
     def bm25_text(self) -> str:
         if self.search_text is not None:
@@ -65,6 +68,7 @@ class NewMemory:
             "valid_to": self.valid_to,
             "metadata": self.metadata,
             "search_tokens": self.search_tokens if self.search_tokens is not None else search_tokens(self.bm25_text()),
+            **self.scope,
         }
 
 

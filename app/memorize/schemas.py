@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from app.text.timeparse import parse_iso_datetime
-from app.validation import Identifier, RequestModel, Text
+from app.validation import Identifier, Metadata, RequestModel, Text
 
 
 class MemorizeRequest(RequestModel):
@@ -25,6 +25,15 @@ class MemorizeRequest(RequestModel):
     sender_name: Identifier | None = Field(default=None, description="Defaults to sender")
     content: Text
     refer_list: list[Identifier] = Field(default_factory=list)
+    metadata: Metadata = Field(
+        default_factory=dict,
+        description="Your own JSON object (up to 8 KB): carried to the memories formed from the message; filters "
+        "find them by it",
+    )
+    app_id: Identifier = Field(default="default", description="Scope: your application (EverOS's app_id)")
+    project_id: Identifier = Field(default="default", description="Scope: a project within the application")
+    agent_id: Identifier | None = Field(default=None, description="Scope: the agent the conversation is with")
+    session_id: Identifier | None = Field(default=None, description="Scope: the conversation; defaults to group_id")
 
     @field_validator("create_time", mode="before")
     @classmethod

@@ -35,7 +35,8 @@ async def memorize(
             "(MEMSYS_MAX_CONTENT_BYTES)"
         )
     stream = stream or Stream.of(request.group_id, request.sender)
-    row = request.model_dump(mode="python") | {"role": role}
+    row = request.model_dump(mode="python", exclude={"metadata"}) | {"role": role}
+    row.update(custom_metadata=request.metadata, session_id=request.session_id or request.group_id)
     # Its BM25 text now (well under a millisecond, off the loop all the same): keyword search finds the message
     # from the moment memorize answers; the intake worker adds its vector (``app.memorize.searchable``).
     text = message_text(request.sender_name, request.content)

@@ -80,7 +80,7 @@ def script(
         query_language=detect_language([request.query or ""]),
         xl_scale=xl_scale(settings),
     )
-    lines = [psql_set(name, value) for name, value in parameters.items()]
+    lines = [psql_set(name, value) for name, value in parameters.items() if not name.startswith("_")]
     lines += [
         "BEGIN;",
         "SELECT name AS service_role FROM service_role \\gset",
@@ -90,7 +90,10 @@ def script(
     # As the service: BM25's exactness looked up where a query vector is made (a bm25 search lets the statement count),
     # the cross-lingual leg only where the scope crosses languages.
     counting = repository.counts_scope(filters, mode)
-    lines += [psql_set("count_scope", counting), query("search_scope").rstrip(";") + " \\gset"]
+    lines += [
+        psql_set("count_scope", counting),
+        repository.with_caller_filter(query("search_scope"), parameters["_filter_sql"]).rstrip(";") + " \\gset",
+    ]
     if counting:
         lines += ["\\if :bm25_exact", "\\set bm25_exact true", "\\else", "\\set bm25_exact false", "\\endif"]
     else:

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.named_sql import query, statement
 from app.db.tables import memories, profiles
+from app.retrieval.filters import MEMORY_COLUMNS, MESSAGE_COLUMNS, Filter
 from app.retrieval.legs import LEGS
 from app.text.memory_text import ASSISTANT_SENDERS
 
@@ -37,6 +38,8 @@ class SearchFilters:
     """Also memories a newer one superseded (by default only current ones; never deleted or expired ones)."""
     as_of: datetime | None = None
     """What was true at this time: memories said by then and not superseded by then (``alive`` in the SQL)."""
+    caller: Filter | None = None
+    """The caller's filter on scopes, time and metadata (app.retrieval.filters), inside every leg and count."""
 
 
 @dataclass(frozen=True)
@@ -115,10 +118,40 @@ def search_parameters(
         "bm25_max_candidates": tuning.bm25_max_candidates,
         "bm25_exact_max": tuning.bm25_exact_max,
         "bm25_exact": bm25_exact,
+        **caller_parameters(filters.caller),
     }
     # The ranking legs that run: rrf's score is the fused score over what all of them agreeing gives.
     parameters["legs"] = sum(leg.runs(parameters) for leg in LEGS)
     return parameters
+
+
+FILTER_MARKS = (("/* filter: m */ TRUE", MEMORY_COLUMNS, "fm"), ("/* filter: p */ TRUE", MESSAGE_COLUMNS, "fp"))
+"""Where the statements of sql/retrieval.sql take the caller's filter: on memories (m) and on pending messages (p)."""
+
+
+def caller_parameters(caller: Filter | None) -> dict[str, Any]:
+    """The caller's filter compiled for memories and for messages: its bind parameters, and under ``_filter_sql``
+    the conditions written in for ``FILTER_MARKS`` (a key no statement binds; ``with_caller_filter`` reads it)."""
+    if caller is None:
+        return {"_filter_sql": None}
+    compiled = [caller.sql(columns, prefix) for _, columns, prefix in FILTER_MARKS]
+    return {
+        "_filter_sql": tuple(sql for sql, _ in compiled),
+        **{k: v for _, bound in compiled for k, v in bound.items()},
+    }
+
+
+def with_caller_filter(sql: str, filter_sql: tuple[str, ...] | None) -> str:
+    """``sql`` with the caller's conditions (``caller_parameters``) in place of ``FILTER_MARKS``."""
+    for (mark, _, _), condition in zip(FILTER_MARKS, filter_sql or (), strict=False):
+        sql = sql.replace(mark, condition)
+    return sql
+
+
+@functools.lru_cache(maxsize=256)
+def filtered_statement(name: str, filter_sql: tuple[str, ...] | None) -> TextClause:
+    """The named statement with the caller's filter written in, made once per filter shape."""
+    return statement(name) if filter_sql is None else text(with_caller_filter(query(name), filter_sql))
 
 
 def life_parameters(filters: SearchFilters) -> dict[str, Any]:
@@ -173,6 +206,7 @@ def scope_parameters(
         **life_parameters(filters),
         "count_scope": count,
         "bm25_exact_max": exact_max,
+        **caller_parameters(filters.caller),
     }
 
 
@@ -189,7 +223,7 @@ async def search_scope(conn: AsyncConnection, parameters: dict[str, Any]) -> Sco
     Planned for its values, as the search is (``plan_for_values``): a generic plan read 100,000 index entries in
     12 ms for one scope of that size."""
     await conn.exec_driver_sql(query("plan_for_values"))
-    row = (await conn.execute(statement("search_scope"), parameters)).one()
+    row = (await conn.execute(filtered_statement("search_scope", parameters["_filter_sql"]), parameters)).one()
     return Scope(crosses=bool(row.crosses), bm25_exact=bool(row.bm25_exact))
 
 
@@ -217,10 +251,10 @@ def hybrid_sql(parameters: dict[str, Any]) -> str:
     return _hybrid_sql(*_shape(parameters))
 
 
-@functools.cache
-def _hybrid_sql(dimensions: int, running: tuple[tuple[str, bool], ...]) -> str:
+@functools.lru_cache(maxsize=256)
+def _hybrid_sql(dimensions: int, running: tuple[tuple[str, bool], ...], filter_sql: tuple[str, ...] | None) -> str:
     runs = dict(running)
-    sql = query("hybrid_search")
+    sql = with_caller_filter(query("hybrid_search"), filter_sql)
     for kind, section in _SECTIONS.items():
         sql = section.sub(functools.partial(_kept_or_stand_in, runs, kind), sql)
     return re.sub(r":dimensions\b", str(dimensions), sql)
@@ -231,9 +265,11 @@ def _kept_or_stand_in(runs: dict[str, bool], kind: str, section: re.Match) -> st
     return section[0] if runs[name] else query(f"no_{name}_{kind}") + "\n"
 
 
-@functools.cache
-def _hybrid_statement(dimensions: int, running: tuple[tuple[str, bool], ...]) -> TextClause:
-    return text(_hybrid_sql(dimensions, running))
+@functools.lru_cache(maxsize=256)
+def _hybrid_statement(
+    dimensions: int, running: tuple[tuple[str, bool], ...], filter_sql: tuple[str, ...] | None
+) -> TextClause:
+    return text(_hybrid_sql(dimensions, running, filter_sql))
 
 
 def hybrid_statement(parameters: dict[str, Any]) -> TextClause:
@@ -241,9 +277,10 @@ def hybrid_statement(parameters: dict[str, Any]) -> TextClause:
     return _hybrid_statement(*_shape(parameters))
 
 
-def _shape(parameters: dict[str, Any]) -> tuple[int, tuple[tuple[str, bool], ...]]:
-    """What ``hybrid_sql``'s text depends on (the key of its caches): the vectors' size and the sections that run."""
-    return int(parameters["dimensions"]), tuple(sorted(sections(parameters).items()))
+def _shape(parameters: dict[str, Any]) -> tuple[int, tuple[tuple[str, bool], ...], tuple[str, ...] | None]:
+    """What ``hybrid_sql``'s text depends on (the key of its caches): the vectors' size, the sections that run, and
+    the caller's filter's conditions."""
+    return int(parameters["dimensions"]), tuple(sorted(sections(parameters).items())), parameters.get("_filter_sql")
 
 
 async def hybrid_search(conn: AsyncConnection, parameters: dict[str, Any]) -> list[dict[str, Any]]:
@@ -280,5 +317,6 @@ async def hidden_counts(
 ) -> dict[str, int]:
     """``hidden_counts``: memories of the searched type each filter left out (``search_parameters``' filters)."""
     bounds = {"count_limit": count_limit, "others_limit": others_limit}
-    result = await conn.execute(statement("hidden_counts"), {**parameters, **bounds})
+    statement_ = filtered_statement("hidden_counts", parameters.get("_filter_sql"))
+    result = await conn.execute(statement_, {**parameters, **bounds})
     return dict(result.mappings().one())

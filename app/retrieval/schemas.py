@@ -29,6 +29,10 @@ class ScopedSearchRequest(RequestModel):
     )
     top_k: int = Field(default=20, ge=1, le=100)
     memory_scope: MemoryScope = "all"
+    filters: dict[str, Any] | None = Field(
+        default=None,
+        description="Scopes, time and your metadata: AND / OR / NOT of field conditions (docs/filters.md)",
+    )
     current_time: date | None = Field(
         default=None, description="YYYY-MM-DD: the reference day; semantic memories must be valid on it"
     )

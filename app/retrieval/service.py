@@ -18,6 +18,7 @@ from app.errors import InvalidParameter, ServiceUnavailable
 from app.formation.language import detect_language
 from app.observability import metrics, tracing
 from app.providers.embeddings import embedder_name
+from app.retrieval import filters as caller_filters
 from app.retrieval import repository, speaker
 from app.retrieval.cutoff import xl_scale
 from app.retrieval.explain import explanation
@@ -128,6 +129,7 @@ def filters_for(
         include_pending=memory_type in PENDING_SEARCHED_WITH,
         include_superseded=request.include_superseded,
         as_of=as_of,
+        caller=caller_filters.parse(request.filters),
     )
 
 
