@@ -221,6 +221,7 @@ def test_a_few_filters_by_hand(metadata_rows) -> None:
     [
         ([{"plan": "pro"}], "filters"),
         ({"AND": {"plan": "pro"}}, "filters.AND"),
+        ({"OR": [{"plan": "pro"}, "pro"]}, "filters.OR[1]"),
         ({"OR": [{"plan": {"between": [1, 2]}}]}, "filters.OR[0].plan.between"),
         ({"plan": {"in": []}}, "filters.plan.in"),
         ({"seats": {"gt": None}}, "filters.seats.gt"),

@@ -17,6 +17,7 @@ from app.agent.endpoints import AgentController
 from app.agentic.endpoints import AgenticController
 from app.compat.v0 import V0Controller
 from app.compat.v1 import V1Controller
+from app.compat.v2 import V2MemoryController
 from app.context.endpoints import ContextController
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.forget.endpoints import ForgetController
@@ -131,6 +132,7 @@ def create_app(
             ExportController,
             V0Controller,
             V1Controller,
+            V2MemoryController,
             InspectorController,
             ProxyController,
             mcp_endpoint,

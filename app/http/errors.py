@@ -37,21 +37,31 @@ _HTTP_CODES = {
 }
 
 
+V2_PREFIX = "/api/v2/"
+"""EverOS's v2 API (app.compat.v2): a bad request is a 422 whose ``detail`` names the field, as its clients expect."""
+_NAMED_FIELD = re.compile(r"^(?:Invalid field ([^:]+):|Missing required field: ([^;,( ]+))")
+
+
 def envelope(
     request: Request, status_code: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> Response:
-    return Response(
-        {
-            "status": "failed",
-            "code": code,
-            "message": message,
-            "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
-            "path": request.url.path,
-            "request_id": request_ids.of_scope(request.scope),
-        },
-        status_code=status_code,
-        headers=headers,
-    )
+    body = {
+        "status": "failed",
+        "code": code,
+        "message": message,
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+        "path": request.url.path,
+        "request_id": request_ids.of_scope(request.scope),
+    }
+    if request.url.path.startswith(V2_PREFIX):
+        body["error"] = message
+        if status_code == 400:
+            status_code = 422
+            named = _NAMED_FIELD.match(message)
+            field = (named[1] or named[2]) if named else ""
+            loc = ["body", *[part for part in re.split(r"[.\[\]]+", field) if part]]
+            body["detail"] = [{"loc": loc, "msg": message, "type": "value_error"}]
+    return Response(body, status_code=status_code, headers=headers)
 
 
 MAX_FIELDS_NAMED = 10

@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import memories
+from app.retrieval.filters import Filter
 from app.text.tokenize import search_tokens
 
 
@@ -94,6 +95,11 @@ RETURNED = [
     memories.c.superseded_by,
     memories.c.superseded_at,
     memories.c.expires_at,
+    memories.c.app_id,
+    memories.c.project_id,
+    memories.c.agent_id,
+    memories.c.session_id,
+    memories.c.custom_metadata,
 ]
 
 
@@ -164,14 +170,23 @@ async def numbered_page(
     end_time: datetime | None,
     offset: int,
     limit: int,
+    caller: Filter | None = None,
+    ascending: bool = False,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Page ``offset // limit + 1`` newest first, and how many match in all (the EverMemOS routes' paging)."""
-    conditions = _listed(user_id, group_ids, memory_type, start_time, end_time)
+    """Page ``offset // limit + 1`` newest first (oldest first when ``ascending``), and how many match in all (the
+    EverMemOS routes' paging)."""
+    conditions = _listed(user_id, group_ids, memory_type, start_time, end_time, caller=caller)
     total = (await conn.execute(select(func.count()).select_from(memories).where(*conditions))).scalar_one()
     statement = (
         select(*RETURNED, memories.c.created_at)
         .where(*conditions)
-        .order_by(memories.c.timestamp.desc(), memories.c.id.desc())
+        .order_by(
+            *(
+                (memories.c.timestamp, memories.c.id)
+                if ascending
+                else (memories.c.timestamp.desc(), memories.c.id.desc())
+            )
+        )
         .offset(offset)
         .limit(limit)
     )
@@ -186,8 +201,10 @@ def _listed(
     end_time: datetime | None,
     *,
     current_only: bool = True,
+    caller: Filter | None = None,
 ) -> list:
-    """The listing's conditions; a listing shows current memories only (not superseded, deleted or expired)."""
+    """The listing's conditions; a listing shows current memories only (not superseded, deleted or expired).
+    ``caller``: the caller's filter (app.retrieval.filters)."""
     conditions = [
         or_(memories.c.expires_at.is_(None), memories.c.expires_at > func.now()) if current_only else None,
         memories.c.status == "current" if current_only else None,
@@ -196,18 +213,24 @@ def _listed(
         memories.c.memory_type == memory_type if memory_type is not None else None,
         memories.c.timestamp >= start_time if start_time is not None else None,
         memories.c.timestamp < end_time if end_time is not None else None,
+        caller.clause() if caller is not None else None,
     ]
     return [condition for condition in conditions if condition is not None]
 
 
 async def matching_ids(
-    conn: AsyncConnection, *, memory_id: UUID | None, user_id: str | None, group_id: str | None
+    conn: AsyncConnection,
+    *,
+    memory_id: UUID | None,
+    user_id: str | None,
+    group_id: str | None,
+    caller: Filter | None = None,
 ) -> list[UUID]:
     """The current memories matching every filter given: ``memory_id`` names a memory or the MemCell it came from
     (upstream's clients delete by either)."""
-    if memory_id is None and user_id is None and group_id is None:
+    if memory_id is None and user_id is None and group_id is None and caller is None:
         raise ValueError("matching_ids needs at least one filter")
-    conditions = _listed(user_id, [group_id] if group_id is not None else None, None, None, None)
+    conditions = _listed(user_id, [group_id] if group_id is not None else None, None, None, None, caller=caller)
     if memory_id is not None:
         conditions.append(or_(memories.c.id == memory_id, memories.c.memcell_id == memory_id))
     return list((await conn.execute(select(memories.c.id).where(*conditions))).scalars())

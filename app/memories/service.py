@@ -22,6 +22,7 @@ from app.errors import InvalidParameter, NotFound
 from app.memories import history, repository
 from app.memories.history import Event
 from app.memories.schemas import MemoryDetail, MemoryHistory, MemoryListQuery, MemoryPage, MemoryPatch
+from app.retrieval.filters import Filter
 from app.runtime import Runtime
 
 SWEEP_BATCH = 500
@@ -158,11 +159,20 @@ async def delete_memory(runtime: Runtime, memory_id: str, actor: str) -> dict[st
 
 
 async def delete_matching(
-    runtime: Runtime, *, memory_id: UUID | None, user_id: str | None, group_id: str | None, actor: str
+    runtime: Runtime,
+    *,
+    memory_id: UUID | None,
+    user_id: str | None,
+    group_id: str | None,
+    actor: str,
+    caller: Filter | None = None,
 ) -> int:
-    """Soft-delete the current memories matching every filter given (the v1 compatibility delete); how many."""
+    """Soft-delete the current memories matching every filter given (the v1 and v2 compatibility deletes); how
+    many. ``caller``: a filter of app.retrieval.filters (v2's scopes)."""
     async with runtime.engine.begin() as conn:
-        ids = await repository.matching_ids(conn, memory_id=memory_id, user_id=user_id, group_id=group_id)
+        ids = await repository.matching_ids(
+            conn, memory_id=memory_id, user_id=user_id, group_id=group_id, caller=caller
+        )
         rows = [row for uuid in ids if (row := await repository.locked(conn, uuid)) is not None]
         await _soft_delete(conn, rows, actor)
     return len(rows)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import TextClause, text
+
 from app.errors import InvalidParameter
 
 MAX_DEPTH = 6
@@ -45,6 +47,12 @@ class Columns:
 MEMORY_COLUMNS = Columns(
     scopes={scope: f"m.{scope}" for scope in SCOPES}, timestamp="m.timestamp", metadata="m.custom_metadata"
 )
+TABLE_COLUMNS = Columns(
+    scopes={scope: f"memories.{scope}" for scope in SCOPES},
+    timestamp="memories.timestamp",
+    metadata="memories.custom_metadata",
+)
+"""The memories table by its name: a listing's and a delete's SQLAlchemy statements (``Filter.clause``)."""
 MESSAGE_COLUMNS = Columns(
     scopes={**{scope: f"p.{scope}" for scope in SCOPES}, "user_id": "p.sender"},
     timestamp="p.create_time",
@@ -62,6 +70,11 @@ class Filter:
         """The condition for ``columns``' table and its bind parameters (named ``<prefix>_<n>``)."""
         compiler = _Compiler(columns, prefix)
         return compiler.node(self.tree), compiler.parameters
+
+    def clause(self) -> TextClause:
+        """The condition on the memories table as a SQLAlchemy clause (listings, deletes)."""
+        sql, parameters = self.sql(TABLE_COLUMNS, "flt")
+        return text(sql).bindparams(**parameters)
 
 
 NO_FILTER_SQL = "TRUE"
@@ -85,11 +98,14 @@ def _node(raw: Any, path: str, depth: int, counter: list[int]) -> dict[str, Any]
     for key, value in raw.items():
         where = f"{path}.{key}"
         if key in ("AND", "OR"):
-            if not isinstance(value, list) or not value:
-                raise InvalidParameter(f"Invalid field {where}: a non-empty list of filter nodes")
+            if value is None or value == []:
+                continue  # generated clients send an absent list as null or []: no condition
+            if not isinstance(value, list):
+                raise InvalidParameter(f"Invalid field {where}: a list of filter nodes")
             out[key] = [_node(item, f"{where}[{i}]", depth + 1, counter) for i, item in enumerate(value)]
         elif key == "NOT":
-            out[key] = _node(value, where, depth + 1, counter)
+            if value is not None:
+                out[key] = _node(value, where, depth + 1, counter)
         else:
             out.setdefault("fields", []).append(_condition(key, value, where, counter))
     return out

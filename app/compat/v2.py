@@ -1,0 +1,302 @@
+"""EverOS's v2 memory API (``/api/v2/memory/*``), as the ``everos-cloud`` 1.0.0 client calls it: answers are
+``{"request_id", "data"}``, a validation error is a 422.
+
+How v2's scopes map onto memsys's (docs/everos-v2.md): a v2 session is a memsys group (``group_id`` =
+``session_id``), its messages' ``sender_id`` the sender (a memory's ``user_id``); ``app_id`` and ``project_id``
+are columns of their own ('default' when not named, as v3 stores them), and ``agent_id`` is the sender of the
+batch's first assistant message. One memory is one row whichever API wrote it: v3 finds v2's memories in the group
+named by the session, v2 finds v3's under app 'default', project 'default'.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, Response, post
+from litestar.di import NamedDependency, Provide
+from litestar.params import JSONBody
+from pydantic import ValidationError
+from sqlalchemy import select
+
+from app.compat import service
+from app.compat.v2_schemas import AddInput, DeleteInput, EditInput, FlushInput, GetInput, Message, SearchInput
+from app.db.tables import memories
+from app.errors import InvalidParameter, MemsysError
+from app.http.auth import actor_of
+from app.http.dependencies import provide_runtime
+from app.memories import repository as memory_rows
+from app.memories import service as memory_service
+from app.memorize import service as memorize
+from app.memorize.schemas import MemorizeRequest
+from app.observability import request_ids
+from app.retrieval import filters as caller_filters
+from app.retrieval import service as retrieval
+from app.retrieval.repository import SearchFilters
+from app.runtime import Runtime
+from app.text.timeparse import EARLIEST, LATEST
+
+Data = dict[str, Any]
+DEFAULT_TOP_K = 10
+METHODS = {"keyword": "bm25", "vector": "embedding", "hybrid": "rrf", "agentic": "rrf"}
+"""v2's methods as memsys's modes. ``agentic`` (an LLM-guided search) is a hybrid search here: /api/v3's
+retrieve_agentic is the LLM-guided one, with the client's or the server's LLM."""
+
+
+class NotSupported(MemsysError):
+    code = "NOT_SUPPORTED"
+    status_code = 501
+
+
+class V2MemoryController(Controller):
+    path = "/api/v2"
+    tags = ["EverOS v2"]
+    dependencies = {"runtime": Provide(provide_runtime)}
+
+    @post("/memory/add", operation_id="v2AddMemory")
+    async def add(self, request: Request, data: JSONBody[AddInput], runtime: NamedDependency[Runtime]) -> Response:
+        agent = next((m.sender_id for m in data.messages if m.role == "assistant"), None)
+        requests = [_memorize_request(data, message, i, agent) for i, message in enumerate(data.messages)]
+        for memorize_request, message in zip(requests, data.messages, strict=True):
+            await memorize.memorize(runtime, memorize_request, role=message.role)
+        status, code = ("queued", 202) if data.async_mode else ("accumulated", 200)
+        return _answer(request, {"message_count": len(requests), "status": status}, code)
+
+    @post("/memory/flush", operation_id="v2FlushMemory")
+    async def flush(self, request: Request, data: FlushInput, runtime: NamedDependency[Runtime]) -> Response:
+        _, result = await service.flush(runtime, data.session_id, None)
+        return _answer(request, {"status": "extracted" if result.count else "no_extraction"})
+
+    @post("/memory/search", operation_id="v2SearchMemory")
+    async def search(self, request: Request, data: SearchInput, runtime: NamedDependency[Runtime]) -> Response:
+        retrieval.check_query_length(data.query, runtime.settings)
+        top_k = DEFAULT_TOP_K if data.top_k == -1 else data.top_k
+        if top_k < 1:
+            raise InvalidParameter("Invalid field top_k: -1 or 1 to 100")
+        mode = METHODS[data.method]
+        caller = _scoped_filter(data.app_id, data.project_id, data.agent_id, data.filters)
+        found = await retrieval.search(
+            runtime,
+            query=data.query,
+            filters=SearchFilters(
+                memory_type="episode",
+                time_from=EARLIEST,
+                time_to=LATEST,
+                user_id=data.user_id,
+                one_copy=data.user_id is None,
+                include_pending=True,
+                caller=caller,
+            ),
+            top_k=top_k,
+            mode=mode,
+            radius=data.radius,
+            query_vector=(await runtime.embedder.embed([data.query], query=True))[0] if mode != "bm25" else None,
+        )
+        hits = [m for m in found.memories if data.min_score is None or m["score"] >= data.min_score]
+        formed = [m for m in hits if m["memory_type"] != "message"]
+        scopes = await _scopes(runtime, [m["id"] for m in formed])
+        episodes = [{**_episode(m, scopes.get(m["id"], {})), "score": round(m["score"], 6)} for m in formed]
+        pending = [_unprocessed(m, data) for m in hits if m["memory_type"] == "message"]
+        profiles = []
+        if data.include_profile and data.user_id:
+            profiles = [
+                {**_profile(p, data), "score": 1.0} for p in await retrieval.profile(runtime, data.user_id, None)
+            ]
+        body = {
+            "episodes": episodes,
+            "profiles": profiles,
+            "agent_cases": [],
+            "agent_skills": [],
+            "unprocessed_messages": pending,
+        }
+        return _answer(request, body)
+
+    @post("/memory/get", operation_id="v2GetMemory")
+    async def get(self, request: Request, data: GetInput, runtime: NamedDependency[Runtime]) -> Response:
+        lists: Data = {"episodes": [], "profiles": [], "agent_cases": [], "agent_skills": []}
+        total = 0
+        if data.memory_type == "episode":
+            caller = _scoped_filter(data.app_id, data.project_id, data.agent_id, data.filters)
+            async with runtime.engine.connect() as conn:
+                rows, total = await memory_rows.numbered_page(
+                    conn,
+                    user_id=data.user_id,
+                    group_ids=None,
+                    memory_type="episode",
+                    start_time=None,
+                    end_time=None,
+                    offset=(data.page - 1) * data.page_size,
+                    limit=data.page_size,
+                    caller=caller,
+                    ascending=data.sort_order == "asc",
+                )
+            lists["episodes"] = [_episode(row, row) for row in rows]
+        elif data.memory_type == "profile":
+            if data.user_id is None:
+                raise InvalidParameter("Missing required field: user_id (profiles are a user's)")
+            found = await retrieval.profile(runtime, data.user_id, None)
+            total = len(found)
+            start = (data.page - 1) * data.page_size
+            lists["profiles"] = [_profile(p, data) for p in found[start : start + data.page_size]]
+        count = sum(len(items) for items in lists.values())
+        return _answer(request, {**lists, "total_count": total, "count": count})
+
+    @post("/memory/delete", operation_id="v2DeleteMemory")
+    async def delete(self, request: Request, data: DeleteInput, runtime: NamedDependency[Runtime]) -> Response:
+        named = [name for name in ("user_id", "agent_id", "session_id") if getattr(data, name)]
+        if not named:
+            raise InvalidParameter("Missing required field: user_id, agent_id or session_id (what to delete)")
+        conditions = [{"app_id": data.app_id}, {"project_id": data.project_id}]
+        conditions += [{name: getattr(data, name)} for name in named if name != "user_id"]
+        count = await memory_service.delete_matching(
+            runtime,
+            memory_id=None,
+            user_id=data.user_id,
+            group_id=None,
+            actor=actor_of(request),
+            caller=caller_filters.parse({"AND": conditions}),
+        )
+        return _answer(request, {"filters": named, "count": count})
+
+    @post("/memory/edit", operation_id="v2EditProfile")
+    async def edit(self, data: EditInput) -> Response:
+        raise NotSupported(
+            "Profile edits are not served by memsys's v2 API yet: memsys forms profiles from the conversation; "
+            "correct a memory with PATCH /api/v3/agentic/memories/{id}"
+        )
+
+    @post("/object/sign", operation_id="v2SignObjects")
+    async def sign(self) -> Response:
+        raise NotSupported(
+            "memsys stores no objects: send text, and other content as references (type, name, uri) in "
+            "a message's content items"
+        )
+
+
+def _answer(request: Request, data: Data, status_code: int = 200) -> Response:
+    return Response({"request_id": request_ids.of_scope(request.scope), "data": data}, status_code=status_code)
+
+
+def _scoped_filter(
+    app_id: str, project_id: str, agent_id: str | None, given: dict[str, Any] | None
+) -> caller_filters.Filter:
+    conditions: list[Any] = [{"app_id": app_id}, {"project_id": project_id}]
+    if agent_id is not None:
+        conditions.append({"agent_id": agent_id})
+    checked = caller_filters.parse(given)  # its own errors name "filters.…"
+    if checked is not None:
+        conditions.append(given)
+    return caller_filters.parse({"AND": conditions})
+
+
+def _memorize_request(data: AddInput, message: Message, number: int, agent: str | None) -> MemorizeRequest:
+    where = f"messages[{number}]"
+    text, references = _text(message, where)
+    when = service.moment(message.timestamp, f"{where}.timestamp")
+    metadata: Data = {}
+    if references:
+        metadata["attachments"] = references
+    if message.tool_calls:
+        metadata["tool_calls"] = [{"id": call.id, "name": call.function.name} for call in message.tool_calls]
+    if message.tool_call_id:
+        metadata["tool_call_id"] = message.tool_call_id
+    try:
+        return MemorizeRequest(
+            group_id=data.session_id,
+            message_id=service.message_id_for(data.session_id, message.sender_id, when, text),
+            create_time=when,
+            sender=message.sender_id,
+            sender_name=message.sender_name,
+            content=text,
+            metadata=metadata,
+            app_id=data.app_id,
+            project_id=data.project_id,
+            session_id=data.session_id,
+            agent_id=agent,
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        raise InvalidParameter(f"Invalid field {where}.{field}: {error['msg']}") from exc
+
+
+MAX_ARGUMENTS_SHOWN = 300
+
+
+def _text(message: Message, where: str) -> tuple[str, list[Data]]:
+    """The message's searchable text (its text parts, a tool call's name and arguments, a reference's name) and the
+    references it holds."""
+    parts: list[str] = []
+    references: list[Data] = []
+    if isinstance(message.content, str):
+        parts.append(message.content)
+    else:
+        for item in message.content:
+            if item.type == "text":
+                parts.append(item.text or "")
+            else:
+                reference = {key: getattr(item, key) for key in ("type", "name", "uri", "ext") if getattr(item, key)}
+                references.append(reference)
+                parts.append(f"[{item.type}: {item.name or item.uri or 'attachment'}]")
+    for call in message.tool_calls or []:
+        arguments = call.function.arguments[:MAX_ARGUMENTS_SHOWN]
+        parts.append(f"[calls {call.function.name}({arguments})]")
+    text = "\n".join(part for part in parts if part.strip())
+    if not text:
+        raise InvalidParameter(f"Invalid field {where}.content: no text (and no tool call) to remember")
+    return text, references
+
+
+async def _scopes(runtime: Runtime, ids: list[str]) -> dict[str, Data]:
+    """The v2 scopes of these memories, by id (a search's answer names the user and group only)."""
+    if not ids:
+        return {}
+    columns = (memories.c.id, memories.c.app_id, memories.c.project_id, memories.c.session_id, memories.c.agent_id)
+    async with runtime.engine.connect() as conn:
+        rows = (await conn.execute(select(*columns).where(memories.c.id.in_(ids)))).mappings()
+        return {str(row["id"]): dict(row) for row in rows}
+
+
+def _episode(memory: Data, scope: Data) -> Data:
+    return {
+        "id": memory["id"],
+        "app_id": scope.get("app_id", "default"),
+        "project_id": scope.get("project_id", "default"),
+        "user_id": memory.get("user_id"),
+        "session_id": scope.get("session_id") or memory.get("group_id"),
+        "timestamp": memory["timestamp"],
+        "sender_ids": [memory["user_id"]] if memory.get("user_id") else [],
+        "summary": memory.get("summary") or memory["content"][:200],
+        "subject": memory.get("title") or "",
+        "episode": memory["content"],
+        "type": "conversation",
+        "atomic_facts": [],
+    }
+
+
+def _unprocessed(memory: Data, data: SearchInput) -> Data:
+    sender = memory.get("user_id") or "unknown"
+    content = memory["content"]
+    name = (memory.get("metadata") or {}).get("sender_name")
+    if name and content.startswith(f"{name}: "):
+        content = content[len(name) + 2 :]
+    return {
+        "id": memory["id"],
+        "app_id": data.app_id,
+        "project_id": data.project_id,
+        "session_id": memory.get("group_id") or "",
+        "sender_id": sender,
+        "sender_name": name,
+        "role": "user",
+        "content": content,
+        "timestamp": memory["timestamp"],
+    }
+
+
+def _profile(profile: Data, data: SearchInput | GetInput) -> Data:
+    return {
+        "id": profile["id"],
+        "app_id": data.app_id,
+        "project_id": data.project_id,
+        "user_id": profile["user_id"],
+        "profile_data": service.upstream_profile({**profile, "score": 1.0})["profile_data"],
+    }
