@@ -62,12 +62,14 @@ class V2MemoryController(Controller):
         return _answer(request, {"message_count": len(requests), "status": status}, code)
 
     @post("/memory/flush", operation_id="v2FlushMemory")
-    async def flush(self, request: Request, data: FlushInput, runtime: NamedDependency[Runtime]) -> Response:
+    async def flush(self, request: Request, data: JSONBody[FlushInput], runtime: NamedDependency[Runtime]) -> Response:
         _, result = await service.flush(runtime, data.session_id, None)
         return _answer(request, {"status": "extracted" if result.count else "no_extraction"})
 
     @post("/memory/search", operation_id="v2SearchMemory")
-    async def search(self, request: Request, data: SearchInput, runtime: NamedDependency[Runtime]) -> Response:
+    async def search(
+        self, request: Request, data: JSONBody[SearchInput], runtime: NamedDependency[Runtime]
+    ) -> Response:
         retrieval.check_query_length(data.query, runtime.settings)
         top_k = DEFAULT_TOP_K if data.top_k == -1 else data.top_k
         if top_k < 1:
@@ -111,7 +113,7 @@ class V2MemoryController(Controller):
         return _answer(request, body)
 
     @post("/memory/get", operation_id="v2GetMemory")
-    async def get(self, request: Request, data: GetInput, runtime: NamedDependency[Runtime]) -> Response:
+    async def get(self, request: Request, data: JSONBody[GetInput], runtime: NamedDependency[Runtime]) -> Response:
         lists: Data = {"episodes": [], "profiles": [], "agent_cases": [], "agent_skills": []}
         total = 0
         if data.memory_type == "episode":
@@ -141,7 +143,9 @@ class V2MemoryController(Controller):
         return _answer(request, {**lists, "total_count": total, "count": count})
 
     @post("/memory/delete", operation_id="v2DeleteMemory")
-    async def delete(self, request: Request, data: DeleteInput, runtime: NamedDependency[Runtime]) -> Response:
+    async def delete(
+        self, request: Request, data: JSONBody[DeleteInput], runtime: NamedDependency[Runtime]
+    ) -> Response:
         named = [name for name in ("user_id", "agent_id", "session_id") if getattr(data, name)]
         if not named:
             raise InvalidParameter("Missing required field: user_id, agent_id or session_id (what to delete)")
@@ -158,7 +162,7 @@ class V2MemoryController(Controller):
         return _answer(request, {"filters": named, "count": count})
 
     @post("/memory/edit", operation_id="v2EditProfile")
-    async def edit(self, data: EditInput) -> Response:
+    async def edit(self, data: JSONBody[EditInput]) -> Response:
         raise NotSupported(
             "Profile edits are not served by memsys's v2 API yet: memsys forms profiles from the conversation; "
             "correct a memory with PATCH /api/v3/agentic/memories/{id}"
