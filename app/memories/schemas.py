@@ -14,7 +14,7 @@ from app.validation import Identifier, RequestModel, Text
 class MemoryListQuery(RequestModel):
     user_id: Identifier | None = None
     group_id: Identifier | None = None
-    memory_type: Literal["episode", "event_log", "semantic_memory"] | None = None
+    memory_type: Literal["episode", "event_log", "semantic_memory", "agent_case", "agent_skill"] | None = None
     start_time: datetime | None = Field(default=None, description="ISO 8601: memories at or after it")
     end_time: datetime | None = Field(default=None, description="ISO 8601: memories before it")
     limit: int = Field(default=50, ge=1, le=200)

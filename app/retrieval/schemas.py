@@ -11,7 +11,7 @@ from app.text.timeparse import parse_day, parse_iso_datetime
 from app.validation import Identifier, RequestModel, Text
 
 RetrievalMode = Literal["rrf", "embedding", "bm25"]
-DataSource = Literal["episode", "event_log", "semantic_memory", "profile"]
+DataSource = Literal["episode", "event_log", "semantic_memory", "agent_case", "agent_skill", "profile"]
 MemoryScope = Literal["all", "personal", "group"]
 
 
