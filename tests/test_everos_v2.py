@@ -146,10 +146,8 @@ def test_errors_arrive_as_the_clients_exceptions(served) -> None:
         everos.delete()
     assert no_scope.value.status == 422 and "user_id, agent_id or session_id" in no_scope.value.body
     with pytest.raises(EverOSAPIError) as not_served:
-        everos.edit(
-            "alice", [{"action": "add", "type": "explicit_info", "data": {"category": "c", "description": "d"}}]
-        )
-    assert not_served.value.status == 501
+        everos.presign([{"file_id": "f", "file_name": "cat.png", "file_type": "image"}])
+    assert not_served.value.status == 501 and "stores no objects" in not_served.value.body
     blank = {"sender_id": "alice", "role": "user", "content": [{"type": "image", "name": "cat.png"}], "timestamp": 1}
     assert everos.add("s", [blank]).status == "queued"  # a reference is remembered by its name
     with pytest.raises(EverOSAPIError) as empty:

@@ -272,6 +272,17 @@ def test_a_filter_reaches_every_leg_and_pending_messages(client: TestClient) -> 
         assert groups(mode, {"app_id": "shop"}) == {"g_pro"}, mode
         assert groups(mode, {"OR": [{"plan": "free"}, {"seats": 12}]}) == {"g_pro", "g_free"}, mode
         assert groups(mode, {"plan": "pro"}, "event_log") == {"g_pro", "g_later"}, mode
+    # EverMemOS's v1 search takes the language too (its OR was refused before), with v1's names.
+    for flt, expected in [
+        ({"OR": [{"group_id": "g_pro"}, {"session_id": "g_free"}]}, {"g_pro", "g_free"}),
+        ({"AND": [{"sender_id": "user_001"}, {"OR": [{"plan": "free"}, {"seats": {"gt": 100}}]}]}, {"g_free"}),
+    ]:
+        v1 = client.post(
+            "/api/v1/memories/search",
+            json={"query": "invoice export", "filters": flt, "memory_types": ["episodic_memory"]},
+        )
+        assert v1.status_code == 200, v1.text
+        assert {m["group_id"] for m in v1.json()["data"]["episodes"]} == expected, flt
     refused = client.post(SEARCH, json={"query": "invoice", "filters": {"plan": {"like": "p%"}}})
     assert refused.status_code == 400
     assert refused.json()["message"].startswith("Invalid field filters.plan.like: unknown operator"), refused.json()

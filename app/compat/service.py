@@ -23,7 +23,9 @@ from app.memories import service as memory_life
 from app.memorize import repository as messages
 from app.memorize import service as memorize
 from app.memorize.schemas import FlushRequest, MemorizeRequest, MemorizeResult
+from app.retrieval import filters as caller_filters
 from app.retrieval import service as retrieval
+from app.retrieval.filters import Filter
 from app.retrieval.repository import SearchFilters
 from app.runtime import Runtime
 from app.text.timeparse import EARLIEST, parse_iso_datetime
@@ -53,6 +55,8 @@ class Scope:
     start: datetime | None = None
     end: datetime | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    caller: Filter | None = None
+    """What the filter says beyond one user, groups and a time range (OR, NOT, other fields: app.retrieval.filters)."""
 
 
 # ---- in: times, messages, filters ------------------------------------------------------------------------
@@ -93,13 +97,30 @@ def message_id_for(group_id: str | None, sender: str, when: datetime, content: s
 
 def scope_of(filters: Any) -> Scope:
     """The v1 filter language: ``{"user_id": u}``, ``{"group_id": g}`` or ``{"group_id": {"in": [...]}}``,
-    ``{"timestamp": {"gte"|"gt"|"lte"|"lt": ms}}``, and ``{"AND": [...]}`` of those. ``OR`` is refused."""
+    ``{"timestamp": {"gte"|"gt"|"lte"|"lt": ms}}``, and ``{"AND": [...]}`` of those; anything else (``OR``, ``NOT``,
+    other operators, metadata fields) is memsys's filter language (app.retrieval.filters), with v1's names
+    (``sender_id`` the user, ``session_id`` the group)."""
     scope = Scope()
-    _merge(scope, filters if filters is not None else {}, "filters")
+    rest: list[dict[str, Any]] = []
+    _merge(scope, filters if filters is not None else {}, "filters", rest)
+    if rest:
+        scope.caller = caller_filters.parse({"AND": [_v1_names(node) for node in rest]})
     return scope
 
 
-def _merge(scope: Scope, filters: Any, path: str) -> None:
+def _v1_names(node: Any) -> Any:
+    """A v1 filter node with memsys's names for v1's: ``sender_id`` is ``user_id``, ``session_id`` ``group_id``."""
+    if isinstance(node, list):
+        return [_v1_names(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    renamed = {"sender_id": "user_id", "session_id": "group_id"}
+    return {
+        renamed.get(key, key): _v1_names(value) if key in ("AND", "OR", "NOT") else value for key, value in node.items()
+    }
+
+
+def _merge(scope: Scope, filters: Any, path: str, rest: list[dict[str, Any]]) -> None:
     if not isinstance(filters, dict):
         raise InvalidParameter(f"Invalid field {path}: an object")
     for key, value in filters.items():
@@ -108,40 +129,33 @@ def _merge(scope: Scope, filters: Any, path: str) -> None:
             if not isinstance(value, list):
                 raise InvalidParameter(f"Invalid field {where}: a list of filters")
             for number, part in enumerate(value):
-                _merge(scope, part, f"{where}[{number}]")
-        elif key in ("user_id", "sender_id"):
-            values = _values(value, where)
-            if len(values) != 1:
-                raise InvalidParameter(f"Invalid field {where}: one user")
+                _merge(scope, part, f"{where}[{number}]", rest)
+        elif key in ("user_id", "sender_id") and len(values := _plain_values(value)) == 1:
             scope.user_id = values[0]
-        elif key in ("group_id", "session_id"):
-            scope.group_ids = _values(value, where)
-        elif key == "timestamp":
-            if not isinstance(value, dict) or not value or set(value) - {"gt", "gte", "lt", "lte", "eq"}:
-                raise InvalidParameter(f"Invalid field {where}: an object of gt, gte, lt, lte")
+        elif key in ("group_id", "session_id") and (values := _plain_values(value)):
+            scope.group_ids = values
+        elif key == "timestamp" and isinstance(value, dict) and value and not set(value) - {"gt", "gte", "lt", "lte"}:
             for operator, bound in value.items():
                 when = moment(bound, f"{where}.{operator}")
-                if operator in ("gt", "gte", "eq"):
+                if operator in ("gt", "gte"):
                     scope.start = when
-                if operator in ("lt", "lte", "eq"):
+                if operator in ("lt", "lte"):
                     scope.end = when
         else:
-            raise InvalidParameter(
-                f"Invalid field {where}: memsys filters on user_id, group_id, session_id, sender_id and timestamp "
-                "(joined by AND)"
-            )
+            rest.append({key: value})
 
 
-def _values(value: Any, where: str) -> list[str]:
+def _plain_values(value: Any) -> list[str]:
+    """An id, ``{"eq": id}`` or ``{"in": [ids]}`` as its ids; anything else: none (then the filter language)."""
     if isinstance(value, str) and value.strip():
         return [value]
     if isinstance(value, dict) and len(value) == 1:
         (operator, operand), *_ = value.items()
         if operator == "eq":
-            return _values(operand, where)
+            return _plain_values(operand)
         if operator == "in" and isinstance(operand, list) and operand and all(isinstance(v, str) for v in operand):
             return list(operand)
-    raise InvalidParameter(f'Invalid field {where}: an id, {{"eq": id}} or {{"in": [ids]}}')
+    return []
 
 
 def bounded(values: list[str], field: str, limit: int) -> list[str]:
@@ -153,7 +167,7 @@ def bounded(values: list[str], field: str, limit: int) -> list[str]:
 
 
 def needs_scope(scope: Scope) -> None:
-    if not scope.user_id and not scope.group_ids:
+    if not scope.user_id and not scope.group_ids and scope.caller is None:
         raise InvalidParameter("Missing required field: user_id or group_id (in filters, or user_id / group_ids)")
 
 
@@ -224,6 +238,7 @@ async def search(
                 time_to=scope.end or datetime.now(UTC),
                 user_id=scope.user_id,
                 group_id=group_id,
+                caller=scope.caller,
             )
             result = await retrieval.search(
                 runtime, query=query, filters=filters, top_k=top_k, mode=mode, radius=radius, query_vector=query_vector
@@ -258,6 +273,7 @@ async def fetch(
             end_time=scope.end,
             offset=(page - 1) * page_size,
             limit=page_size,
+            caller=scope.caller,
         )
     return [upstream_memory(row) for row in rows], total
 
@@ -273,16 +289,24 @@ async def profiles(runtime: Runtime, scope: Scope) -> list[dict[str, Any]]:
 
 
 async def delete(
-    runtime: Runtime, *, memory_id: str | None, user_id: str | None, group_id: str | None, actor: str
+    runtime: Runtime,
+    *,
+    memory_id: str | None,
+    user_id: str | None,
+    group_id: str | None,
+    actor: str,
+    caller: Filter | None = None,
 ) -> int:
     """Upstream's delete, as memsys deletes one memory (app.memories.service: a soft delete, restorable)."""
-    if not (memory_id or user_id or group_id):
+    if not (memory_id or user_id or group_id or caller):
         raise InvalidParameter("Missing required field: memory_id, user_id or group_id")
     try:
         uuid = UUID(memory_id) if memory_id else None
     except ValueError:
         return 0  # not an id memsys gave: nothing matches
-    return await memory_life.delete_matching(runtime, memory_id=uuid, user_id=user_id, group_id=group_id, actor=actor)
+    return await memory_life.delete_matching(
+        runtime, memory_id=uuid, user_id=user_id, group_id=group_id, actor=actor, caller=caller
+    )
 
 
 def _method(method: str) -> str:

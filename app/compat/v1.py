@@ -117,6 +117,7 @@ class V1Controller(Controller):
             user_id=user_id,
             group_id=group_ids[0] if group_ids else None,
             actor=actor_of(request),
+            caller=scope.caller,
         )
         return {"data": {"count": count, "deleted_count": count}, "message": f"{count} records affected"}
 

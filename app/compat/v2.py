@@ -10,6 +10,7 @@ named by the session, v2 finds v3's under app 'default', project 'default'.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from litestar import Controller, Request, Response, post
@@ -17,11 +18,14 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import JSONBody
 from pydantic import ValidationError
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from app.compat import service
 from app.compat.v2_schemas import AddInput, DeleteInput, EditInput, FlushInput, GetInput, Message, SearchInput
 from app.db.tables import memories
 from app.errors import InvalidParameter, MemsysError
+from app.formation import profiles
+from app.formation import repository as formation_rows
 from app.http.auth import actor_of
 from app.http.dependencies import provide_runtime
 from app.memories import repository as memory_rows
@@ -40,6 +44,9 @@ DEFAULT_TOP_K = 10
 METHODS = {"keyword": "bm25", "vector": "embedding", "hybrid": "rrf", "agentic": "rrf"}
 """v2's methods as memsys's modes. ``agentic`` (an LLM-guided search) is a hybrid search here: /api/v3's
 retrieve_agentic is the LLM-guided one, with the client's or the server's LLM."""
+
+
+EDIT_ATTEMPTS = 3
 
 
 class NotSupported(MemsysError):
@@ -173,11 +180,27 @@ class V2MemoryController(Controller):
         return _answer(request, {"filters": named, "count": count})
 
     @post("/memory/edit", operation_id="v2EditProfile")
-    async def edit(self, data: JSONBody[EditInput]) -> Response:
-        raise NotSupported(
-            "Profile edits are not served by memsys's v2 API yet: memsys forms profiles from the conversation; "
-            "correct a memory with PATCH /api/v3/agentic/memories/{id}"
-        )
+    async def edit(self, request: Request, data: JSONBody[EditInput], runtime: NamedDependency[Runtime]) -> Response:
+        """A new version of the user's own profile (the personal one, group_id null: memsys keeps a profile per user
+        and group) with the operations applied; the versions before it stay."""
+        operations = [op.model_dump(exclude_none=True) for op in data.operations]
+        for attempt in range(EDIT_ATTEMPTS):
+            try:
+                async with runtime.engine.begin() as conn:
+                    latest = (await formation_rows.latest_profiles(conn, [data.user_id], None)).get(data.user_id)
+                    base = latest["profile"] if latest else {"user_id": data.user_id}
+                    profile, results = profiles.edited(base, operations, lambda: uuid.uuid4().hex[:12])
+                    applied = sum(result["status"] == "applied" for result in results)
+                    version = (latest or {}).get("version", 0) + (1 if applied else 0)
+                    if applied:
+                        row = {"user_id": data.user_id, "group_id": None, "version": version, "profile": profile}
+                        await formation_rows.insert_profiles(conn, [{**row, "source": "edited", "memcell_id": None}])
+                break
+            except IntegrityError:  # a version written meanwhile (formation, another edit): read it and apply again
+                if attempt == EDIT_ATTEMPTS - 1:
+                    raise
+        body = {"user_id": data.user_id, "version": version, "applied": applied, "results": results, "profile": profile}
+        return _answer(request, body)
 
     @post("/object/sign", operation_id="v2SignObjects")
     async def sign(self) -> Response:

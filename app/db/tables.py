@@ -419,7 +419,7 @@ profiles = Table(
     _created_at(),
     _memcell_fk(),  # forget detaches a MemCell's messages and profiles before deleting it (migration 0010)
     UniqueConstraint("tenant_id", "user_id", "group_id", "version", postgresql_nulls_not_distinct=True),
-    CheckConstraint("source IN ('llm', 'derived')", name="source"),
+    CheckConstraint("source IN ('llm', 'derived', 'edited')", name="source"),
 )
 
 agent_offloads = Table(

@@ -122,3 +122,45 @@ def merged_llm_profile(derived: dict[str, Any], from_llm: dict[str, Any], scene:
     """The LLM's merged profile fields over the derived facts (which the model cannot miscount)."""
     fields = {key: value for key, value in from_llm.items() if key not in derived or key in profile_fields(scene)}
     return {**derived, **fields, "user_id": derived["user_id"], "scene": scene, "derived": False}
+
+
+PROFILE_ITEMS = {"explicit_info": ("category", "ei"), "implicit_traits": ("trait", "it")}
+"""EverOS v2's editable parts of a profile (its ``edit`` operations): the key in the profile, each item's name field
+and the prefix of its ids."""
+
+
+def edited(profile: dict[str, Any], operations: list[dict[str, Any]], new_id) -> tuple[dict[str, Any], list[dict]]:
+    """``profile`` with EverOS v2's operations applied in order (add, update, delete of ``explicit_info`` and
+    ``implicit_traits`` items), and each operation's result; one that cannot apply is rejected and changes nothing.
+    ``new_id()`` names an added item."""
+    out = {key: [dict(item) for item in profile.get(key) or []] for key in PROFILE_ITEMS}
+    results = []
+    for number, op in enumerate(operations):
+        items = out[op["type"]]
+        name_field, prefix = PROFILE_ITEMS[op["type"]]
+        data = {k: v for k, v in (op.get("data") or {}).items() if k in (name_field, "description") and v is not None}
+        result = {"op_index": number, "action": op["action"], "type": op["type"], "item_id": op.get("item_id")}
+        found = next((item for item in items if item["id"] == op.get("item_id")), None)
+        if op["action"] == "add":
+            if set(data) != {name_field, "description"}:
+                results.append(
+                    {**result, "status": "rejected", "error": f"add needs data.{name_field} and data.description"}
+                )
+                continue
+            item = {"id": f"{prefix}_{new_id()}", **data}
+            items.append(item)
+            results.append({**result, "status": "applied", "new_item_id": item["id"]})
+        elif found is None:
+            results.append({**result, "status": "rejected", "error": f"no {op['type']} item {op.get('item_id')!r}"})
+        elif op["action"] == "update":
+            if not data:
+                results.append(
+                    {**result, "status": "rejected", "error": f"update needs data.{name_field} or data.description"}
+                )
+                continue
+            found.update(data)
+            results.append({**result, "status": "applied"})
+        else:
+            items.remove(found)
+            results.append({**result, "status": "applied"})
+    return {**profile, **out}, results
