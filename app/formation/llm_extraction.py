@@ -10,7 +10,7 @@ import logging
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from app.formation import llm_answers, offline, profiles, prompts
+from app.formation import instructions, llm_answers, offline, profiles, prompts
 from app.formation.boundary import Judge, Judgement
 from app.formation.language import gap_text
 from app.formation.memcell import Context, Draft, Extraction, MemCell, Message
@@ -118,7 +118,10 @@ async def extract(
     conversation = _conversation(cell, context)
     language = context.language
     answer: llm_answers.ExtractionAnswer = await llm.complete_json(
-        [{"role": "system", "content": prompts.EXTRACTION[language]}, {"role": "user", "content": conversation}],
+        [
+            {"role": "system", "content": _guided(prompts.EXTRACTION[language], context)},
+            {"role": "user", "content": conversation},
+        ],
         schema=llm_answers.ExtractionAnswer,
     )
     answer.event_log = [fact for fact in answer.event_log if word_count(fact.fact) >= FACT_MIN_WORDS]
@@ -212,7 +215,7 @@ async def _personal_episodes(
     """The personal episodes the extraction left out, asked for once more; none if that fails too (the
     participant then gets the group narrative, marked ``personal_episode: "group"``)."""
     language = context.language
-    system = prompts.PERSONAL[language].format(users=", ".join(users))
+    system = _guided(prompts.PERSONAL[language].format(users=", ".join(users)), context)
     try:
         answer: llm_answers.PersonalEpisodesAnswer = await llm.complete_json(
             [{"role": "system", "content": system}, {"role": "user", "content": conversation}],
@@ -228,9 +231,12 @@ async def _profiles(
     llm: LLMClient, cell: MemCell, context: Context, previous: dict[str, dict[str, Any]], conversation: str
 ) -> dict[str, dict[str, Any]]:
     language = context.language
-    fields = profiles.profile_fields(context.scene)
-    system = prompts.PROFILE[language].format(
-        fields=", ".join(fields), example=", ".join(f'"{name}": ...' for name in fields)
+    fields = profiles.profile_fields(context.scene, context.own_profile_fields)
+    system = _guided(
+        prompts.PROFILE[language].format(
+            fields=", ".join(fields), example=", ".join(f'"{name}": ...' for name in fields)
+        ),
+        context,
     )
     before = {user: (previous.get(user) or {}).get("profile") or {} for user in context.people(cell)}
     shown = {user: {k: v for k, v in p.items() if k != "keyword_counts"} for user, p in before.items()}
@@ -245,8 +251,13 @@ async def _profiles(
     merged = {}
     for user in context.people(cell):
         derived = profiles.derived_profile(user, cell, context, before[user])
-        merged[user] = profiles.merged_llm_profile(derived, from_llm.get(user) or {}, context.scene)
+        merged[user] = profiles.merged_llm_profile(derived, from_llm.get(user) or {}, fields, context.scene)
     return merged
+
+
+def _guided(system: str, context: Context) -> str:
+    """A formation prompt with the tenant's instructions after it (app.formation.instructions)."""
+    return system + instructions.fenced(context.guidance) if context.guidance.strip() else system
 
 
 def _sender_name(cell: MemCell, user: str) -> str | None:

@@ -73,6 +73,10 @@ class Context:
     stream: Stream
     language: str
     meta: dict[str, Any] | None = None
+    guidance: str = ""
+    """The tenant's extraction instructions for the MemCell's app and project (app.formation.instructions)."""
+    own_profile_fields: tuple[str, ...] = ()
+    """Profile fields of the tenant's own, beside the scene's."""
 
     @property
     def zone(self) -> tzinfo:

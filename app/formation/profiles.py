@@ -28,8 +28,10 @@ WORK_FIELDS = ("role", "skills", "responsibilities", "projects", "working_style"
 PERSONAL_FIELDS = ("interests", "preferences", "personality", "relationships", "life_events", "habits", "goals")
 
 
-def profile_fields(scene: str) -> tuple[str, ...]:
-    return PERSONAL_FIELDS if scene in ("assistant", "companion") else WORK_FIELDS
+def profile_fields(scene: str, own: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The fields a profile prompt asks for: the scene's, then the tenant's own (app.formation.instructions)."""
+    scene_fields = PERSONAL_FIELDS if scene in ("assistant", "companion") else WORK_FIELDS
+    return scene_fields + tuple(name for name in own if name not in scene_fields)
 
 
 def keyword_counts(texts: Iterable[str]) -> Counter[str]:
@@ -118,9 +120,12 @@ def _same(fact: dict[str, Any], listed: dict[str, Any]) -> bool:
     return same_value(fact["attribute"], fact["value"], other["value"])
 
 
-def merged_llm_profile(derived: dict[str, Any], from_llm: dict[str, Any], scene: str) -> dict[str, Any]:
-    """The LLM's merged profile fields over the derived facts (which the model cannot miscount)."""
-    fields = {key: value for key, value in from_llm.items() if key not in derived or key in profile_fields(scene)}
+def merged_llm_profile(
+    derived: dict[str, Any], from_llm: dict[str, Any], asked: tuple[str, ...], scene: str
+) -> dict[str, Any]:
+    """The LLM's merged profile fields over the derived facts (which the model cannot miscount); ``asked``: the
+    fields the prompt asked for (``profile_fields``)."""
+    fields = {key: value for key, value in from_llm.items() if key not in derived or key in asked}
     return {**derived, **fields, "user_id": derived["user_id"], "scene": scene, "derived": False}
 
 

@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app import queue
 from app.conversation_meta.service import get_optional as conversation_meta
 from app.errors import MemsysError, ServiceUnavailable
-from app.formation import agent_memory, boundary, llm_extraction, offline, profiles, reconciliation
+from app.formation import agent_memory, boundary, instructions, llm_extraction, offline, profiles, reconciliation
 from app.formation import repository as repo
 from app.formation.language import detect_language
 from app.formation.memcell import Context, Draft, Extraction, MemCell
@@ -265,6 +265,9 @@ async def _close(
     async with conn.begin():
         previous = await repo.latest_profiles(conn, cell.participants, context.stream.group_id)
         skill = await agent_memory.skill_of(conn, case, cell.scope["agent_id"]) if case is not None else None
+        if llm is not None:
+            given = await instructions.applying(conn, cell.scope["app_id"], cell.scope["project_id"])
+            context = dataclasses.replace(context, guidance=given.text, own_profile_fields=given.profile_fields)
         embedded = (
             await repo.draft_vectors(conn, cell.ids, runtime.embedder.name)
             if drafts_are_memories(runtime.settings)

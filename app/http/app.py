@@ -21,6 +21,7 @@ from app.compat.v2 import V2MemoryController
 from app.context.endpoints import ContextController
 from app.conversation_meta.endpoints import ConversationMetaController
 from app.forget.endpoints import ForgetController
+from app.formation.endpoints import InstructionsController
 from app.http.auth import KeyCache, authenticate
 from app.http.docs import ClosedModelSchemas, PublicOperations, docs_asset, index, openapi_config
 from app.http.errors import EXCEPTION_HANDLERS
@@ -133,6 +134,7 @@ def create_app(
             V0Controller,
             V1Controller,
             V2MemoryController,
+            InstructionsController,
             InspectorController,
             ProxyController,
             mcp_endpoint,
