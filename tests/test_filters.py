@@ -272,6 +272,11 @@ def test_a_filter_reaches_every_leg_and_pending_messages(client: TestClient) -> 
         assert groups(mode, {"app_id": "shop"}) == {"g_pro"}, mode
         assert groups(mode, {"OR": [{"plan": "free"}, {"seats": 12}]}) == {"g_pro", "g_free"}, mode
         assert groups(mode, {"plan": "pro"}, "event_log") == {"g_pro", "g_later"}, mode
+    listed = client.get("/api/v3/agentic/memories", params={"filters": json.dumps({"app_id": "shop"})})
+    assert {m["group_id"] for m in listed.json()["result"]["memories"]} == {"g_pro"}, listed.text
+    assert all(m["custom_metadata"]["plan"] == "pro" for m in listed.json()["result"]["memories"])
+    bad = client.get("/api/v3/agentic/memories", params={"filters": "{not json"})
+    assert bad.status_code == 400 and bad.json()["message"].startswith("Invalid field filters"), bad.text
     # EverMemOS's v1 search takes the language too (its OR was refused before), with v1's names.
     for flt, expected in [
         ({"OR": [{"group_id": "g_pro"}, {"session_id": "g_free"}]}, {"g_pro", "g_free"}),

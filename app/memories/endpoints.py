@@ -35,6 +35,7 @@ class MemoriesController(Controller):
         end_time: FromQuery[str | None] = None,
         limit: FromQuery[int] = 50,
         cursor: FromQuery[str | None] = None,
+        filters: FromQuery[str | None] = None,
     ) -> Envelope[MemoryPage]:
         given = {
             "user_id": user_id,
@@ -44,6 +45,7 @@ class MemoriesController(Controller):
             "end_time": end_time,
             "limit": limit,
             "cursor": cursor,
+            "filters": filters,
         }
         # A parameter the query does not know (groupId=…) is refused by name rather than listing every group's.
         unknown = {name: value for name, value in request.query_params.items() if name not in given}

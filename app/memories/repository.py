@@ -146,9 +146,11 @@ async def page(
     end_time: datetime | None,
     after: tuple[datetime, UUID] | None,
     limit: int,
+    caller: Filter | None = None,
 ) -> list[dict[str, Any]]:
     """Newest first by (timestamp, id); ``after`` is the last row of the previous page (keyset pagination)."""
-    conditions = _listed(user_id, [group_id] if group_id is not None else None, memory_type, start_time, end_time)
+    group_ids = [group_id] if group_id is not None else None
+    conditions = _listed(user_id, group_ids, memory_type, start_time, end_time, caller=caller)
     if after is not None:
         conditions.append(tuple_(memories.c.timestamp, memories.c.id) < tuple_(*after))
     statement = (

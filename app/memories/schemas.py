@@ -19,6 +19,9 @@ class MemoryListQuery(RequestModel):
     end_time: datetime | None = Field(default=None, description="ISO 8601: memories before it")
     limit: int = Field(default=50, ge=1, le=200)
     cursor: Text | None = Field(default=None, max_length=200, description="next_cursor of the previous page")
+    filters: Text | None = Field(
+        default=None, max_length=8192, description="The filter language as JSON: scopes, time, your metadata"
+    )
 
     _parse_times = field_validator("start_time", "end_time", mode="before")(
         lambda value: None if value is None else parse_iso_datetime(value)

@@ -22,6 +22,7 @@ from app.errors import InvalidParameter, NotFound
 from app.memories import history, repository
 from app.memories.history import Event
 from app.memories.schemas import MemoryDetail, MemoryHistory, MemoryListQuery, MemoryPage, MemoryPatch
+from app.retrieval import filters as caller_filters
 from app.retrieval.filters import Filter
 from app.runtime import Runtime
 
@@ -40,11 +41,23 @@ async def list_memories(runtime: Runtime, query: MemoryListQuery) -> MemoryPage:
             end_time=query.end_time,
             after=after,
             limit=query.limit + 1,
+            caller=_filter_of(query.filters),
         )
     more = len(rows) > query.limit
     rows = rows[: query.limit]
     next_cursor = _encode(rows[-1]["timestamp"], rows[-1]["id"]) if more else None
     return MemoryPage(memories=rows, count=len(rows), next_cursor=next_cursor)
+
+
+def _filter_of(raw: str | None) -> Filter | None:
+    """The listing's ``filters``: the filter language (app.retrieval.filters) as a JSON query parameter."""
+    if raw is None:
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidParameter("Invalid field filters: a JSON object (the filter language, docs/filters.md)") from exc
+    return caller_filters.parse(parsed)
 
 
 def _encode(timestamp: str, memory_id: str) -> str:
