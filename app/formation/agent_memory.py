@@ -7,7 +7,8 @@ By rules, with or without an LLM (docs/agent-memory.md says what they catch and 
   message; its approach the tools called, in order; its key insight the final answer (the last assistant message
   that calls no tool); its quality 0.2, plus 0.4 with a final answer, plus up to 0.4 for tool rounds (four or more:
   all of it), less 0.3 when a tool's result reads as an error.
-* a skill is the sequence of distinct tools a case used, once two or more of the agent's current cases share it:
+* a skill is the sequence of distinct tools a case used, once two or more of the agent's current cases of quality
+  0.5 or more share it (a failed run teaches no way of working):
   named by its tools, described by the tasks it served, with the cases' mean quality as its confidence and its
   maturity growing with the cases behind it (five: 1.0). A newer version of the same skill supersedes the older.
 """
@@ -32,7 +33,9 @@ MAX_INTENT = 300
 MAX_INSIGHT = 300
 MATURE_AFTER = 5
 SKILL_EVIDENCE = 2
-"""A skill needs this many current cases of the agent with the same tools."""
+"""A skill needs this many current cases of the agent with the same tools, each of at least ``SKILL_QUALITY``."""
+SKILL_QUALITY = 0.5
+"""A case below it (no final answer, or a tool that failed) teaches no way of working: it makes no skill."""
 ACTOR = "formation"
 _ERROR = re.compile(r"\b(error|exception|failed|failure|traceback|denied|not found)\b", re.IGNORECASE)
 
@@ -84,6 +87,8 @@ def case_of(cell: MemCell, group_id: str | None) -> Draft | None:
 async def skill_of(conn: AsyncConnection, case: Draft, agent_id: str) -> Draft | None:
     """The skill ``case`` makes with the agent's earlier current cases of the same tools, or None (too few)."""
     key = case.metadata["skill_key"]
+    if case.metadata["quality_score"] < SKILL_QUALITY:
+        return None
     earlier = (
         await conn.execute(
             select(memories.c.id, memories.c.metadata)
@@ -92,6 +97,7 @@ async def skill_of(conn: AsyncConnection, case: Draft, agent_id: str) -> Draft |
                 memories.c.agent_id == agent_id,
                 memories.c.status == "current",
                 memories.c.metadata["skill_key"].astext == key,
+                memories.c.metadata["quality_score"].as_float() >= SKILL_QUALITY,
             )
             .order_by(memories.c.timestamp.desc())
             .limit(50)
