@@ -434,3 +434,18 @@ def test_peers_benchmark_reads_each_peers_requirements_and_scores_recall_at_10()
         assert package in wanted
     ranked = [[frozenset({"D1:1"}), frozenset({"D1:3", "D1:4"})], [frozenset({"D2:9"})] * 11 + [frozenset({"D2:1"})]]
     assert recall(ranked, [["D1:1", "D1:4"], ["D2:1"]]) == 0.5  # (2/2 + 0/1) / 2: D2:1 came 12th
+
+
+@pytest.mark.slow
+def test_agent_memory_benchmark_end_to_end(tmp_path: Path) -> None:
+    """benchmarks/agent_memory.py against its own memsys: the hand-built trajectories give the figures the docs
+    quote (each fixed by construction)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.agent_memory", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((tmp_path / "agent_memory.json").read_text())["results"]
+    assert (figures["cases_made"], figures["case_precision"], figures["case_recall"]) == (20, 1.0, 1.0)
+    assert (figures["skill_precision"], figures["skill_recall"]) == (1.0, 1.0)
+    assert figures["failed_below_succeeded"] == 1.0 and figures["case_found_by_its_task_at_1"] == 1.0

@@ -42,6 +42,27 @@ def test_psql_script_returns_what_the_endpoint_returns(client, database_url, set
 
 
 @pytest.mark.skipif(PSQL is None, reason="no psql binary")
+def test_psql_script_carries_a_filter(client, database_url, settings):
+    """A filter on metadata and scopes is written into the script as the service runs it (bind values \set)."""
+    embedder = client.app.state.runtime.embedder
+    texts = ["Budget review for the shop", "Budget review for the lab", "Budget review, archived"]
+    new = [memory(t, embedder.embed_sync([t])[0]) for t in texts]
+    for item, scope in zip(new, [{"app_id": "shop"}, {"custom_metadata": {"team": "lab"}}, {}], strict=True):
+        item.scope = scope
+    write(database_url, new)
+    body = {"query": "budget review", "retrieval_mode": "rrf", "top_k": 5,
+            "filters": {"OR": [{"app_id": "shop"}, {"team": {"in": ["lab"]}}], "timestamp": {"gte": 0}}}  # fmt: skip
+    expected = [m["id"] for m in retrieve(client, **body)["memories"]]
+    sql = script(RetrieveLightweightRequest(**body), settings, embedder.embed_sync([body["query"]], query=True)[0])
+    output = subprocess.run(
+        [str(PSQL), libpq_url(database_url), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-F", "|"],
+        input=sql, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    ids = [line.split("|")[0] for line in output.splitlines() if line.count("|") > 5]
+    assert ids == expected and len(ids) == 2
+
+
+@pytest.mark.skipif(PSQL is None, reason="no psql binary")
 def test_psql_script_reads_only_its_tenant(client, database_url, settings):
     from tests.formation_helpers import rows
 

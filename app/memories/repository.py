@@ -69,9 +69,20 @@ class NewMemory:
             "valid_to": self.valid_to,
             "metadata": self.metadata,
             "search_tokens": self.search_tokens if self.search_tokens is not None else search_tokens(self.bm25_text()),
+            **SCOPE_DEFAULTS,
             **self.scope,
         }
 
+
+SCOPE_DEFAULTS = {
+    "app_id": "default",
+    "project_id": "default",
+    "agent_id": None,
+    "session_id": None,
+    "custom_metadata": {},
+}
+"""A memory's scopes and metadata where its writer names none (the columns' defaults, migration 0029): every row of
+one insert has every key."""
 
 EDITED_MODEL = "edited"
 """``embedding_model`` of a memory whose content was corrected and is not embedded again yet: the vector leg, which
