@@ -62,6 +62,13 @@ class NotFound(MemsysError):
     status_code = 404
 
 
+class NotSupported(MemsysError):
+    """A route of another API that memsys does not serve (EverOS's object upload): it says what to do instead."""
+
+    code = "NOT_SUPPORTED"
+    status_code = 501
+
+
 class PayloadTooLarge(MemsysError):
     code = "PAYLOAD_TOO_LARGE"
     status_code = 413

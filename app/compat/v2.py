@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from app.compat import service
 from app.compat.v2_schemas import AddInput, DeleteInput, EditInput, FlushInput, GetInput, Message, SearchInput
 from app.db.tables import memories
-from app.errors import InvalidParameter, MemsysError
+from app.errors import InvalidParameter, NotSupported
 from app.formation import profiles
 from app.formation import repository as formation_rows
 from app.http.auth import actor_of
@@ -47,11 +47,6 @@ retrieve_agentic is the LLM-guided one, with the client's or the server's LLM.""
 
 
 EDIT_ATTEMPTS = 3
-
-
-class NotSupported(MemsysError):
-    code = "NOT_SUPPORTED"
-    status_code = 501
 
 
 class V2MemoryController(Controller):
@@ -311,13 +306,15 @@ def _episode(memory: Data, scope: Data) -> Data:
     }
 
 
+def _agents(memory: Data, scope: Data) -> Data:
+    """What an agent case and an agent skill both name: the memory and its agent's scopes."""
+    return {key: scope[key] for key in ("app_id", "project_id", "agent_id")} | {"id": memory["id"]}
+
+
 def _case(memory: Data, scope: Data) -> Data:
     meta = memory["metadata"]
     return {
-        "id": memory["id"],
-        "app_id": scope["app_id"],
-        "project_id": scope["project_id"],
-        "agent_id": scope["agent_id"],
+        **_agents(memory, scope),
         "session_id": scope["session_id"] or memory.get("group_id") or "",
         "task_intent": meta["task_intent"],
         "approach": meta["approach"],
@@ -330,10 +327,7 @@ def _case(memory: Data, scope: Data) -> Data:
 def _skill(memory: Data, scope: Data) -> Data:
     meta = memory["metadata"]
     return {
-        "id": memory["id"],
-        "app_id": scope["app_id"],
-        "project_id": scope["project_id"],
-        "agent_id": scope["agent_id"],
+        **_agents(memory, scope),
         "name": meta["name"],
         "description": meta["description"],
         "content": memory["content"],
