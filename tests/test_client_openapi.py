@@ -122,6 +122,11 @@ def test_the_comparison_catches_a_renamed_and_a_retyped_field(openapi):
         sender_name: str | None = None
         content: int
         refer_list: list[str]
+        metadata: dict = {}
+        app_id: str = "default"
+        project_id: str = "default"
+        agent_id: str | None = None
+        session_id: str | None = None
 
     assert differences(Renamed, server) == [
         "content: client integer, server string",

@@ -13,6 +13,7 @@ import pytest
 from litestar.testing import TestClient
 
 from app.db import migrate
+from app.db.tables import MEMORY_TYPES
 from app.errors import ConfigurationError
 from app.http.app import create_app
 from app.providers.embeddings import MultilingualUSEEmbedder
@@ -94,7 +95,7 @@ def test_a_new_model_of_other_dimensions_gets_every_vector_as_formation_would_ma
             (name, definition.replace("(embedding)::halfvec(384)", "(embedding)::halfvec(512)"))
             for name, definition in indexes
         ]
-        assert sum("(embedding)::halfvec(384)" in definition for _, definition in indexes) == 3
+        assert sum("(embedding)::halfvec(384)" in definition for _, definition in indexes) == len(MEMORY_TYPES)
         assert (
             conn.execute(
                 "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"

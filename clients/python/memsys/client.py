@@ -158,9 +158,20 @@ class Memsys:
         """A group's metadata; ``NotFound`` if none was saved."""
         return self.send(operations.get_conversation_meta(group_id))
 
+    def save_instructions(self, request: models.InstructionsIn | dict | None = None, **fields: Any) -> dict[str, Any]:
+        """Extraction instructions for the LLM (and profile fields of your own) for an app and project."""
+        return self.send(operations.save_instructions(request_of(models.InstructionsIn, request, fields)))
+
+    def list_instructions(self) -> dict[str, Any]:
+        return self.send(operations.list_instructions())
+
+    def delete_instructions(self, app_id: str = "*", project_id: str = "*") -> dict[str, Any]:
+        return self.send(operations.delete_instructions(app_id, project_id))
+
     def list_memories(self, **filters: Any) -> models.MemoryPage:
         """One page, newest first: ``user_id``, ``group_id``, ``memory_type``, ``start_time``, ``end_time``,
-        ``limit`` (≤ 200), ``cursor`` (the previous page's ``next_cursor``)."""
+        ``filters`` (the filter language, a dict), ``limit`` (≤ 200), ``cursor`` (the previous page's
+        ``next_cursor``)."""
         return self.send(operations.list_memories(**filters))
 
     def iter_memories(self, **filters: Any) -> Iterator[dict[str, Any]]:
@@ -331,6 +342,17 @@ class AsyncMemsys:
 
     async def get_conversation_meta(self, group_id: str) -> models.ConversationMeta:
         return await self.send(operations.get_conversation_meta(group_id))
+
+    async def save_instructions(
+        self, request: models.InstructionsIn | dict | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        return await self.send(operations.save_instructions(request_of(models.InstructionsIn, request, fields)))
+
+    async def list_instructions(self) -> dict[str, Any]:
+        return await self.send(operations.list_instructions())
+
+    async def delete_instructions(self, app_id: str = "*", project_id: str = "*") -> dict[str, Any]:
+        return await self.send(operations.delete_instructions(app_id, project_id))
 
     async def list_memories(self, **filters: Any) -> models.MemoryPage:
         return await self.send(operations.list_memories(**filters))

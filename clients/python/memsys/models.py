@@ -17,9 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 RetrievalMode = Literal["rrf", "embedding", "bm25"]
-DataSource = Literal["episode", "event_log", "semantic_memory", "profile"]
+DataSource = Literal["episode", "event_log", "semantic_memory", "agent_case", "agent_skill", "profile"]
 MemoryScope = Literal["all", "personal", "group"]
-MemoryType = Literal["episode", "event_log", "semantic_memory"]
+MemoryType = Literal["episode", "event_log", "semantic_memory", "agent_case", "agent_skill"]
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 
 
@@ -49,6 +49,11 @@ class MemorizeRequest(Request):
     sender_name: str | None = None
     content: str
     refer_list: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Your own JSON object, carried to its memories")
+    app_id: str = "default"
+    project_id: str = "default"
+    agent_id: str | None = None
+    session_id: str | None = Field(default=None, description="Defaults to group_id")
 
 
 class FlushRequest(Request):
@@ -94,6 +99,9 @@ class ScopedSearchRequest(Request):
     include_superseded: bool = False
     as_of: datetime | None = None
     explain: bool = False
+    filters: dict[str, Any] | None = Field(
+        default=None, description="Scopes, time and your metadata: AND / OR / NOT of field conditions"
+    )
 
 
 class RetrieveLightweightRequest(ScopedSearchRequest):
@@ -309,6 +317,15 @@ class UserDetail(BaseModel):
     full_name: str
     role: str
     extra: dict[str, Any] | None = None
+
+
+class InstructionsIn(Request):
+    """A tenant's extraction instructions for an app and project ('*': every one)."""
+
+    app_id: str = "*"
+    project_id: str = "*"
+    instructions: str = ""
+    profile_fields: list[str] = Field(default_factory=list)
 
 
 class ConversationMetaRequest(Request):

@@ -3,6 +3,7 @@ Pure (no I/O), so the sync and the async client send the very same calls."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -51,6 +52,9 @@ OPERATION_IDS = {
     "forgetGroupByQuery": "forget_group",
     "exportUser": "export_user",
     "exportUserByQuery": "export_user",
+    "saveInstructions": "save_instructions",
+    "listInstructions": "list_instructions",
+    "deleteInstructions": "delete_instructions",
 }
 """The server's operationId → the client's method (tests/test_client_openapi.py: every v3 operation has one)."""
 
@@ -105,6 +109,7 @@ def list_memories(
     end_time: datetime | str | None = None,
     limit: int = 50,
     cursor: str | None = None,
+    filters: dict[str, Any] | None = None,
 ) -> Call:
     params = {
         "user_id": user_id,
@@ -114,8 +119,21 @@ def list_memories(
         "end_time": end_time.isoformat() if isinstance(end_time, datetime) else end_time,
         "limit": limit,
         "cursor": cursor,
+        "filters": json.dumps(filters) if filters is not None else None,
     }
     return Call("GET", f"{V3}/memories", models.MemoryPage, params={k: v for k, v in params.items() if v is not None})
+
+
+def save_instructions(request: models.InstructionsIn) -> Call:
+    return Call("PUT", f"{V3}/instructions", None, json=request.body())
+
+
+def list_instructions() -> Call:
+    return Call("GET", f"{V3}/instructions", None)
+
+
+def delete_instructions(app_id: str = "*", project_id: str = "*") -> Call:
+    return Call("DELETE", f"{V3}/instructions", None, params={"app_id": app_id, "project_id": project_id})
 
 
 def forget_user(user_id: str) -> Call:
