@@ -20,7 +20,8 @@ from tests.conftest import process_env
 from tests.tenancy_support import create_key
 
 # Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
-pytestmark = pytest.mark.citus
+# Clients run unchanged against memsys serve: pytest -m integrations (.ci/run), kept out of the README's run.
+pytestmark = [pytest.mark.citus, pytest.mark.integrations]
 
 MCP_VENV = Path(os.environ.get("MEMSYS_TEST_CACHE", Path.home() / ".cache" / "memsys-tests")) / "evermemos-mcp-0.5.7"
 START = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)

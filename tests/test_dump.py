@@ -18,6 +18,9 @@ from tests.conftest import run_memsys as memsys
 from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, conversation, message
 from tests.tenancy_support import bearer, create_key
 
+# Real processes started, killed and restarted: pytest -m processes (.ci/run), kept out of the README's run.
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parent.parent
 RETRIEVE = "/api/v3/agentic/retrieve_lightweight"
 QUERIES = [

@@ -23,7 +23,8 @@ from tests.tenancy_support import create_key
 from tests.test_compat import MCP_VENV
 
 # Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
-pytestmark = pytest.mark.citus
+# Clients run unchanged against memsys serve: pytest -m integrations (.ci/run), kept out of the README's run.
+pytestmark = [pytest.mark.citus, pytest.mark.integrations]
 
 
 def ms(minutes: int) -> int:

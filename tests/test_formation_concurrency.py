@@ -19,7 +19,8 @@ from tests.formation_helpers import START, assert_each_message_in_one_memcell, r
 from tests.test_formation_llm import EXTRACTED, PROFILES, SAME_EPISODE
 
 # Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
-pytestmark = pytest.mark.citus
+# Real processes started, killed and restarted: pytest -m processes (.ci/run), kept out of the README's run.
+pytestmark = [pytest.mark.citus, pytest.mark.processes]
 
 GROUP = "group_concurrent"
 

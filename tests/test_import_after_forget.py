@@ -18,7 +18,8 @@ from tests.formation_helpers import FLUSH, MEMORIZE, META, META_BODY, message, r
 from tests.tenancy_support import bearer, create_key
 
 # Also run against a Citus coordinator in CI (.ci/run): forget records who it forgot in a distributed table.
-pytestmark = pytest.mark.citus
+# Real processes started, killed and restarted: pytest -m processes (.ci/run), kept out of the README's run.
+pytestmark = [pytest.mark.citus, pytest.mark.processes]
 
 GROUP = "group_trip"
 TRIP = [

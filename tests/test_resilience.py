@@ -30,6 +30,9 @@ from tests.formation_helpers import rows, wait_for
 from tests.test_formation_concurrency import GROUP, body, llm_env, server_env
 from tests.test_formation_llm import EXTRACTED, PROFILES, SAME_EPISODE
 
+# Real processes started, killed and restarted: pytest -m processes (.ci/run), kept out of the README's run.
+pytestmark = pytest.mark.processes
+
 MEMORIZE = "/api/v3/agentic/memorize"
 
 

@@ -23,6 +23,9 @@ from app.db.embedded import (
 )
 from tests.conftest import until_ready
 
+# Real processes started, killed and restarted: pytest -m processes (.ci/run), kept out of the README's run.
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parent.parent
 
 MESSAGE = {
