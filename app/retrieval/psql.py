@@ -92,19 +92,22 @@ def script(
     counting = repository.counts_scope(filters, mode)
     lines += [
         psql_set("count_scope", counting),
+        psql_set("vector_exact_max", repository.VECTOR_EXACT_MAX),
         repository.with_caller_filter(query("search_scope"), parameters["_filter_sql"]).rstrip(";") + " \\gset",
     ]
     if counting:
         lines += ["\\if :bm25_exact", "\\set bm25_exact true", "\\else", "\\set bm25_exact false", "\\endif"]
     else:
-        lines.append(psql_set("bm25_exact", None))
+        lines += [psql_set("bm25_exact", None), psql_set("vector_exact", False)]
     if parameters["embedding_xl"] is not None:
         lines += ["\\if :crosses", "\\else", "\\set embedding_xl NULL", "\\endif"]
-    lines += [
-        repository.search_settings(tuning, parameters["memory_type"]),
-        repository.hybrid_sql(parameters),
-        "COMMIT;",
-    ]
+    # In a scope search_scope counted small, the vector leg computes every memory's distance (vector_exact): both
+    # statements are printed, and psql runs the one the count picks, as the service does.
+    exact = repository.hybrid_sql({**parameters, "vector_exact": True})
+    graph = repository.hybrid_sql({**parameters, "vector_exact": False})
+    lines += [repository.search_settings(tuning, parameters["memory_type"])]
+    lines += ["\\if :vector_exact", exact, "\\else", graph, "\\endif"] if exact != graph else [graph]
+    lines.append("COMMIT;")
     return "\n".join(lines) + "\n"
 
 

@@ -81,6 +81,7 @@ def search_parameters(
     query_language: str = "en",
     xl_scale: float = 1.0,
     bm25_exact: bool | None = None,
+    vector_exact: bool = False,
 ) -> dict[str, Any]:
     """The bind parameters of ``hybrid_search`` (also what ``explain`` prints). ``tenant`` is the transaction's:
     the statement names it for Citus's routing; row-level security holds the tenant anyway. ``bm25_exact``:
@@ -118,6 +119,7 @@ def search_parameters(
         "bm25_max_candidates": tuning.bm25_max_candidates,
         "bm25_exact_max": tuning.bm25_exact_max,
         "bm25_exact": bm25_exact,
+        "vector_exact": vector_exact,
         **caller_parameters(filters.caller),
     }
     # The ranking legs that run: rrf's score is the fused score over what all of them agreeing gives.
@@ -185,6 +187,7 @@ class Scope:
 
     crosses: bool
     bm25_exact: bool
+    vector_exact: bool
 
 
 def scope_parameters(
@@ -206,15 +209,24 @@ def scope_parameters(
         **life_parameters(filters),
         "count_scope": count,
         "bm25_exact_max": exact_max,
+        "vector_exact_max": VECTOR_EXACT_MAX,
         **caller_parameters(filters.caller),
     }
 
 
+VECTOR_EXACT_MAX = 2000
+"""A scope of at most this many memories (``search_scope``'s vector_exact) has every one's distance computed rather
+than the graph walked: reading 2,000 rows costs a few milliseconds; a filtered walk of the graph that must pass over
+most of it to find a small scope's memories cost 0.2 s at 100,000 (docs/benchmarks.md, "Filters at 100k memories")."""
+
+
 def counts_scope(filters: SearchFilters, mode: str) -> bool:
-    """Whether ``search_scope`` counts the scope for BM25's exactness, beside the query's embedding: an ``rrf`` search
+    """Whether ``search_scope`` counts the scope, beside the query's embedding: for BM25's exactness, an ``rrf`` search
     (BM25's leg runs, and there is an embedding to count beside; a ``bm25`` search lets the statement count) under a
-    user or a group filter."""
-    return mode == "rrf" and (filters.user_id is not None or filters.group_id is not None)
+    user or a group filter; for the vector leg's, any search with a vector under a caller's filter (the planner cannot
+    size one: ``VECTOR_EXACT_MAX``)."""
+    scoped = filters.user_id is not None or filters.group_id is not None
+    return (mode == "rrf" and scoped) or (mode != "bm25" and filters.caller is not None)
 
 
 async def search_scope(conn: AsyncConnection, parameters: dict[str, Any]) -> Scope:
@@ -224,7 +236,7 @@ async def search_scope(conn: AsyncConnection, parameters: dict[str, Any]) -> Sco
     12 ms for one scope of that size."""
     await conn.exec_driver_sql(query("plan_for_values"))
     row = (await conn.execute(filtered_statement("search_scope", parameters["_filter_sql"]), parameters)).one()
-    return Scope(crosses=bool(row.crosses), bm25_exact=bool(row.bm25_exact))
+    return Scope(crosses=bool(row.crosses), bm25_exact=bool(row.bm25_exact), vector_exact=bool(row.vector_exact))
 
 
 def sections(parameters: dict[str, Any]) -> dict[str, bool]:
@@ -233,7 +245,14 @@ def sections(parameters: dict[str, Any]) -> dict[str, bool]:
     it is true (None: both, the statement decides)."""
     running = {leg.name: leg.runs(parameters) for leg in LEGS}
     bm25, exact = running["bm25"], parameters["bm25_exact"]
-    return {**running, "exact_bm25": bm25 and exact is not False, "bounded_bm25": bm25 and exact is not True}
+    graph = not parameters.get("vector_exact")
+    return {
+        **running,
+        "exact_bm25": bm25 and exact is not False,
+        "bounded_bm25": bm25 and exact is not True,
+        "graph_order": graph,
+        "xl_graph_order": graph,
+    }
 
 
 _SECTIONS = {

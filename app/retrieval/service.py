@@ -169,6 +169,8 @@ class QueryInputs:
     bm25_exact: bool | None = None
     """``search_scope``'s, found under ``scope_times``, or None (the statement finds it)."""
     scope_times: tuple[datetime, datetime] | None = None
+    vector_exact: bool = False
+    """``search_scope``'s, under ``scope_times``: the scope is small enough for every memory's distance."""
 
 
 async def query_inputs(
@@ -193,7 +195,7 @@ async def query_inputs(
             vector = (await runtime.embedder.embed([query], query=True))[0]
         return vector, (time.perf_counter() - started) * 1000
 
-    async def scope() -> tuple[str, list[float] | None, bool | None]:
+    async def scope() -> tuple[str, list[float] | None, repository.Scope | None]:
         if not (crossing or counting):
             return "en", None, None
         language = await run_off_loop(detect_language, [query]) if crossing else None
@@ -202,17 +204,19 @@ async def query_inputs(
         )
         async with runtime.engine.begin() as conn:
             found = await repository.search_scope(conn, parameters)
-        exact = found.bm25_exact if counting else None
+        counted = found if counting else None
         if language is None or not found.crosses:
-            return language or "en", None, exact
-        return language, (await runtime.xl_embedder.embed([query], query=True))[0], exact
+            return language or "en", None, counted
+        return language, (await runtime.xl_embedder.embed([query], query=True))[0], counted
 
     async def tokens() -> str:
         return await run_off_loop(search_tokens, query) if mode != "embedding" else ""
 
-    (vector, embedding_ms), (language, crossed, exact), text = await asyncio.gather(main_vector(), scope(), tokens())
-    times = (filters.time_from, filters.time_to) if exact is not None else None
-    return QueryInputs(vector, crossed, text, language, embedding_ms, exact, times)
+    (vector, embedding_ms), (language, crossed, counted), text = await asyncio.gather(main_vector(), scope(), tokens())
+    if counted is None:
+        return QueryInputs(vector, crossed, text, language, embedding_ms)
+    times = (filters.time_from, filters.time_to)
+    return QueryInputs(vector, crossed, text, language, embedding_ms, counted.bm25_exact, times, counted.vector_exact)
 
 
 async def search(
@@ -247,6 +251,7 @@ async def search(
         query_language=inputs.language,
         xl_scale=xl_scale(runtime.settings),
         bm25_exact=inputs.bm25_exact if inputs.scope_times == (filters.time_from, filters.time_to) else None,
+        vector_exact=inputs.vector_exact and inputs.scope_times == (filters.time_from, filters.time_to),
     )
     wait_s = runtime.settings.db_pool_timeout_seconds
     async with runtime.searches.slot(wait_s, lambda: ServiceUnavailable(f"No search slot freed within {wait_s:g}s")):
