@@ -38,7 +38,7 @@
 --   \set bm25_exact_max 10000
 --   \set bm25_exact NULL                         -- search_scope's bm25_exact; NULL: hybrid_search finds it itself
 --   \set count_scope true                        -- search_scope only: count the scope (a user's, group's or filter's)
---   \set vector_exact_max 2000                   -- search_scope only: a scope this small has exact vector distances
+--   \set vector_exact_max 2000                   -- search_scope only: under a caller's filter, a scope this small has exact distances (-1: never)
 --   \set ef_search 800
 --   \set max_scan_tuples 20000
 --   \set small_graph_ef_search 400

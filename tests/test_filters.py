@@ -17,7 +17,7 @@ from sqlalchemy import Connection, create_engine, text
 
 from app.errors import InvalidParameter
 from app.retrieval import filters
-from tests.formation_helpers import FLUSH, MEMORIZE, START
+from tests.formation_helpers import FLUSH, MEMORIZE, START, wait_for
 
 # Also run against a Citus coordinator in CI (.ci/run): the API and isolation tests.
 pytestmark = pytest.mark.citus
@@ -251,12 +251,14 @@ def _memorize(client: TestClient, group: str, i: int, content: str, **extra: Any
     assert response.status_code == 200, response.text
 
 
-def test_a_filter_reaches_every_leg_and_pending_messages(client: TestClient) -> None:
+def test_a_filter_reaches_every_leg_and_pending_messages(client: TestClient, database_url: str) -> None:
     for group, meta, app in (("g_pro", {"plan": "pro", "seats": 12}, "shop"), ("g_free", {"plan": "free"}, "default")):
         for i, content in enumerate(["The invoice export to CSV is broken", "Customers want the invoice export fixed"]):
             _memorize(client, group, i, content, metadata=meta, app_id=app)
         assert client.post(FLUSH, json={"group_id": group}).json()["result"]["status_info"] == "extracted"
     _memorize(client, "g_later", 0, "The invoice export also times out", metadata={"plan": "pro"})
+    # Its vector comes from the intake worker within seconds (keyword search finds it at once).
+    wait_for(database_url, "SELECT count(*) FROM messages WHERE embedding IS NOT NULL AND group_id = 'g_later'", 1)
 
     def groups(mode: str, flt: dict[str, Any], data_source: str = "episode") -> set[str]:
         response = client.post(

@@ -43,7 +43,7 @@ def test_psql_script_returns_what_the_endpoint_returns(client, database_url, set
 
 @pytest.mark.skipif(PSQL is None, reason="no psql binary")
 def test_psql_script_carries_a_filter(client, database_url, settings):
-    """A filter on metadata and scopes is written into the script as the service runs it (its bind values set by psql)."""
+    """A filter on metadata and scopes is written into the script as the service runs it (values set by psql)."""
     embedder = client.app.state.runtime.embedder
     texts = ["Budget review for the shop", "Budget review for the lab", "Budget review, archived"]
     new = [memory(t, embedder.embed_sync([t])[0]) for t in texts]

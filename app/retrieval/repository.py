@@ -209,7 +209,7 @@ def scope_parameters(
         **life_parameters(filters),
         "count_scope": count,
         "bm25_exact_max": exact_max,
-        "vector_exact_max": VECTOR_EXACT_MAX,
+        "vector_exact_max": vector_exact_max(filters),
         **caller_parameters(filters.caller),
     }
 
@@ -218,6 +218,12 @@ VECTOR_EXACT_MAX = 2000
 """A scope of at most this many memories (``search_scope``'s vector_exact) has every one's distance computed rather
 than the graph walked: reading 2,000 rows costs a few milliseconds; a filtered walk of the graph that must pass over
 most of it to find a small scope's memories cost 0.2 s at 100,000 (docs/benchmarks.md, "Filters at 100k memories")."""
+
+
+def vector_exact_max(filters: SearchFilters) -> int:
+    """``search_scope``'s bound for exact vector distances: ``VECTOR_EXACT_MAX`` under a caller's filter; none (-1)
+    under a user or group filter alone, whose btree the planner sizes from its statistics."""
+    return VECTOR_EXACT_MAX if filters.caller is not None else -1
 
 
 def counts_scope(filters: SearchFilters, mode: str) -> bool:
