@@ -146,7 +146,7 @@ AND (m.expires_at IS NULL OR m.expires_at > coalesce(CAST(:as_of AS timestamptz)
 -- (app.db.named_sql reads "-- include: <name>").
 (SELECT count(*) FROM (
     SELECT 1
-    FROM memories m
+    FROM tenant_memories m  -- a caller's filter can use the metadata's GIN index here (no_graph_order_part says why)
     WHERE m.tenant_id = :tenant_id
       -- include: in_scope
       AND m.timestamp >= :time_from AND m.timestamp < :time_to
@@ -546,11 +546,17 @@ bm25_scope_df AS (SELECT CAST(NULL AS text) AS term, CAST(NULL AS bigint) AS df 
 
 -- name: no_graph_order_part
 -- hybrid_search's vector leg in a small scope (search_scope's vector_exact): ordered by each memory's exact distance,
--- which no graph serves, so the scope's filters pick the memories (a caller's filter through its GIN index).
+-- which no graph serves, among the memories the caller's filter picks through tenant_memories, where its
+-- containment can use the GIN index of the metadata (under the policy of memories it cannot: jsonb's operators are
+-- not LEAKPROOF; migration 0026 says why the view is safe).
+       AND m.id IN (SELECT v.id FROM tenant_memories v
+                    WHERE v.tenant_id = :tenant_id AND v.memory_type = :memory_type AND /* filter: v */ TRUE)
      ORDER BY distance
 
 -- name: no_xl_graph_order_part
 -- The cross-lingual leg likewise.
+       AND m.id IN (SELECT v.id FROM tenant_memories v
+                    WHERE v.tenant_id = :tenant_id AND v.memory_type = :memory_type AND /* filter: v */ TRUE)
      ORDER BY xl_distance
 
 -- name: no_bounded_bm25_part

@@ -53,6 +53,10 @@ TABLE_COLUMNS = Columns(
     metadata="memories.custom_metadata",
 )
 """The memories table by its name: a listing's and a delete's SQLAlchemy statements (``Filter.clause``)."""
+VIEW_COLUMNS = Columns(
+    scopes={scope: f"v.{scope}" for scope in SCOPES}, timestamp="v.timestamp", metadata="v.custom_metadata"
+)
+"""``tenant_memories`` as v: where a small scope's memories are picked (sql/retrieval.sql, no_graph_order_part)."""
 MESSAGE_COLUMNS = Columns(
     scopes={**{scope: f"p.{scope}" for scope in SCOPES}, "user_id": "p.sender"},
     timestamp="p.create_time",

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.named_sql import query, statement
 from app.db.tables import memories, profiles
-from app.retrieval.filters import MEMORY_COLUMNS, MESSAGE_COLUMNS, Filter
+from app.retrieval.filters import MEMORY_COLUMNS, MESSAGE_COLUMNS, VIEW_COLUMNS, Filter
 from app.retrieval.legs import LEGS
 from app.text.memory_text import ASSISTANT_SENDERS
 
@@ -127,8 +127,13 @@ def search_parameters(
     return parameters
 
 
-FILTER_MARKS = (("/* filter: m */ TRUE", MEMORY_COLUMNS, "fm"), ("/* filter: p */ TRUE", MESSAGE_COLUMNS, "fp"))
-"""Where the statements of sql/retrieval.sql take the caller's filter: on memories (m) and on pending messages (p)."""
+FILTER_MARKS = (
+    ("/* filter: m */ TRUE", MEMORY_COLUMNS, "fm"),
+    ("/* filter: p */ TRUE", MESSAGE_COLUMNS, "fp"),
+    ("/* filter: v */ TRUE", VIEW_COLUMNS, "fv"),
+)
+"""Where the statements of sql/retrieval.sql take the caller's filter: on memories (m), on pending messages (p), and
+on ``tenant_memories`` (v)."""
 
 
 def caller_parameters(caller: Filter | None) -> dict[str, Any]:
@@ -279,9 +284,10 @@ def hybrid_sql(parameters: dict[str, Any]) -> str:
 @functools.lru_cache(maxsize=256)
 def _hybrid_sql(dimensions: int, running: tuple[tuple[str, bool], ...], filter_sql: tuple[str, ...] | None) -> str:
     runs = dict(running)
-    sql = with_caller_filter(query("hybrid_search"), filter_sql)
+    sql = query("hybrid_search")
     for kind, section in _SECTIONS.items():
         sql = section.sub(functools.partial(_kept_or_stand_in, runs, kind), sql)
+    sql = with_caller_filter(sql, filter_sql)  # after the stand-ins, which carry marks too
     return re.sub(r":dimensions\b", str(dimensions), sql)
 
 
