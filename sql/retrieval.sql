@@ -298,11 +298,12 @@ bm25_query_terms AS MATERIALIZED (
     SELECT tsvector_to_array(to_tsvector('simple', coalesce(:query_tokens, ''))) AS terms
 ),
 -- part: exact_bm25
--- The scope's memories and its pending messages.
+-- The scope's memories (from tenant_memories, where a caller's filter can use its indexes: no_graph_order_part says
+-- why) and its pending messages.
 bm25_scope AS MATERIALIZED (
     SELECT * FROM (
         (SELECT m.id, m.doc_len, m.tsv
-         FROM memories m
+         FROM tenant_memories m
          WHERE m.tenant_id = :tenant_id
            -- include: in_scope
            AND m.timestamp >= :time_from AND m.timestamp < :time_to)
@@ -548,15 +549,17 @@ bm25_scope_df AS (SELECT CAST(NULL AS text) AS term, CAST(NULL AS bigint) AS df 
 -- hybrid_search's vector leg in a small scope (search_scope's vector_exact): ordered by each memory's exact distance,
 -- which no graph serves, among the memories the caller's filter picks through tenant_memories, where its
 -- containment can use the GIN index of the metadata (under the policy of memories it cannot: jsonb's operators are
--- not LEAKPROOF; migration 0026 says why the view is safe).
-       AND m.id IN (SELECT v.id FROM tenant_memories v
-                    WHERE v.tenant_id = :tenant_id AND v.memory_type = :memory_type AND /* filter: v */ TRUE)
+-- not LEAKPROOF; migration 0026 says why the view is safe); their ids as an array, which the primary key seeks.
+       AND m.id = ANY (ARRAY(SELECT v.id FROM tenant_memories v
+                             WHERE v.tenant_id = :tenant_id AND v.memory_type = :memory_type AND /* filter: v */ TRUE
+                             LIMIT :vector_exact_max + 1))
      ORDER BY distance
 
 -- name: no_xl_graph_order_part
 -- The cross-lingual leg likewise.
-       AND m.id IN (SELECT v.id FROM tenant_memories v
-                    WHERE v.tenant_id = :tenant_id AND v.memory_type = :memory_type AND /* filter: v */ TRUE)
+       AND m.id = ANY (ARRAY(SELECT v.id FROM tenant_memories v
+                             WHERE v.tenant_id = :tenant_id AND v.memory_type = :memory_type AND /* filter: v */ TRUE
+                             LIMIT :vector_exact_max + 1))
      ORDER BY xl_distance
 
 -- name: no_bounded_bm25_part

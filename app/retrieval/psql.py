@@ -92,7 +92,6 @@ def script(
     counting = repository.counts_scope(filters, mode)
     lines += [
         psql_set("count_scope", counting),
-        psql_set("vector_exact_max", repository.vector_exact_max(filters)),
         repository.with_caller_filter(query("search_scope"), parameters["_filter_sql"]).rstrip(";") + " \\gset",
     ]
     if counting:

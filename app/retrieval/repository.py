@@ -120,6 +120,7 @@ def search_parameters(
         "bm25_exact_max": tuning.bm25_exact_max,
         "bm25_exact": bm25_exact,
         "vector_exact": vector_exact,
+        "vector_exact_max": vector_exact_max(filters),
         **caller_parameters(filters.caller),
     }
     # The ranking legs that run: rrf's score is the fused score over what all of them agreeing gives.
