@@ -237,7 +237,7 @@ def search(conn, settings: Settings, tenant: str, q, grouped: bool, now, mode: s
     with conn.begin():
         role = service_role_for(str(conn.engine.url), None)
         conn.exec_driver_sql(f"SET LOCAL ROLE {quoted(role)}; SET LOCAL memsys.tenant_id = '{tenant}'")
-        configure(conn, settings, mode, 20, q.memory_type)
+        configure(conn, settings, mode, 20, q.memory_type, tenant)
         parameters = parameters_for(settings, q, grouped, now, mode, 20, tenant)
         return [dict(row) for row in conn.execute(repository.hybrid_statement(parameters), parameters).mappings()]
 

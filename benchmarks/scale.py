@@ -286,10 +286,10 @@ def parameters_for(
     )
 
 
-def configure(conn, settings: Settings, mode: str, top_k: int, memory_type: str) -> None:
+def configure(conn, settings: Settings, mode: str, top_k: int, memory_type: str, tenant: str = "default") -> None:
     """The transaction's tenant and search settings, as the service sets them (keyword search's candidates come from
     tenant_memories, the memories of the transaction's tenant)."""
-    conn.exec_driver_sql("SET LOCAL memsys.tenant_id = 'default'")
+    conn.exec_driver_sql("SET LOCAL memsys.tenant_id = '" + tenant.replace("'", "''") + "'")
     conn.exec_driver_sql(repository.search_settings(service.tuning_for(settings, mode, top_k), memory_type))
 
 
