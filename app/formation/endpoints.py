@@ -30,7 +30,8 @@ class InstructionsController(Controller):
     @get("", operation_id="listInstructions", summary="The tenant's extraction instructions")
     async def listed(self, conn: NamedDependency[AsyncConnection]) -> Envelope[dict[str, Any]]:
         found = await instructions.listed(conn)
-        return ok(f"{len(found)} sets of extraction instructions", {"instructions": found})
+        count = len(found)
+        return ok(f"{count} set{'' if count == 1 else 's'} of extraction instructions", {"instructions": found})
 
     @delete("", status_code=200, operation_id="deleteInstructions", summary="Remove extraction instructions")
     async def remove(
