@@ -1,6 +1,7 @@
 """A tenant's extraction instructions: set through the API and the CLI, kept per tenant by row-level security,
 carried (fenced) into the LLM's formation prompts for the app and project they name, with profile fields of the
-tenant's own; the answers are still read against memsys's own schemas."""
+tenant's own; the answers are still read against memsys's own schemas. With an LLM an agent case is the LLM's
+reading of the session (schema-constrained), the rules' when the answer does not fit."""
 
 from __future__ import annotations
 
@@ -106,3 +107,41 @@ def test_the_cli_sets_shows_and_clears(database_url: str) -> None:
     assert bad.returncode == 2 and "profile_fields" in bad.stderr
     assert run_memsys(database_url, "instructions", "clear", "--tenant", "acme", "--app", "crm").returncode == 0
     assert run_memsys(database_url, "instructions", "clear", "--tenant", "acme", "--app", "crm").returncode == 2
+
+
+AGENT_CASE = {
+    "task_intent": "Count the late invoices",
+    "approach": "Looked the schema up, then ran one SQL count.",
+    "quality_score": 0.9,
+    "key_insight": "The invoices table keeps due dates in UTC.",
+}
+
+
+@pytest.mark.parametrize("answer", [AGENT_CASE, {**AGENT_CASE, "quality_score": 7}])
+def test_with_an_llm_an_agent_case_is_the_llms_reading_or_the_rules(
+    settings: Settings, fake_llm: FakeLLM, database_url: str, answer: dict
+) -> None:
+    """The LLM's case when its answer fits the schema; the rules' when it does not (a quality of 7)."""
+    from tests.formation_helpers import rows
+
+    fake_llm.on('"should_end"', SAME_EPISODE).on('"event_log"', EXTRACTED).on('"profiles"', PROFILE_WITH_OWN_FIELD)
+    fake_llm.on('"task_intent"', answer)
+    llm = {"llm_api_key": "k", "llm_base_url": fake_llm.base_url, "llm_timeout_s": 5.0, "llm_max_retries": 0}
+    call = {"id": "c1", "type": "function", "function": {"name": "run_sql", "arguments": "{}"}}
+    messages = [
+        {"sender_id": "dev", "role": "user", "content": "How many invoices are late?", "timestamp": 1735689600000},
+        {"sender_id": "bot", "role": "assistant", "content": "", "tool_calls": [call], "timestamp": 1735689601000},
+        {"sender_id": "bot", "role": "tool", "tool_call_id": "c1", "content": "42", "timestamp": 1735689602000},
+        {"sender_id": "bot", "role": "assistant", "content": "42 invoices are late.", "timestamp": 1735689603000},
+    ]
+    with app_client(settings, **llm) as client:
+        v2 = "/api/v2/memory"
+        added = client.post(f"{v2}/add", json={"session_id": "task", "messages": messages, "async_mode": False})
+        assert added.status_code == 200, added.text
+        assert client.post(f"{v2}/flush", json={"session_id": "task"}).json()["data"]["status"] == "extracted"
+    (case,) = rows(database_url, "SELECT metadata FROM memories WHERE memory_type = 'agent_case'")
+    if answer["quality_score"] <= 1:
+        assert {k: case["metadata"][k] for k in AGENT_CASE} == AGENT_CASE and case["metadata"]["extraction"] == "llm"
+    else:
+        assert case["metadata"]["task_intent"] == "How many invoices are late?" and "extraction" not in case["metadata"]
+    assert case["metadata"]["tools"] == ["run_sql"]

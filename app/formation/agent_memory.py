@@ -1,7 +1,8 @@
 """Agent memory: a MemCell in which an agent worked with tools becomes an **agent case**, and a way of working that
 recurs in several of one agent's cases becomes an **agent skill** (EverOS's agent_cases / agent_skills).
 
-By rules, with or without an LLM (docs/agent-memory.md says what they catch and miss):
+By rules (docs/formation.md says what they catch and miss); with an LLM, the case's intent, approach, quality and
+key insight are the LLM's reading of the session (``with_llm``, schema-constrained), the rules' when it fails:
 
 * a case needs an agent (the MemCell's ``agent_id``) and at least one tool call. Its task intent is the first user
   message; its approach the tools called, in order; its key insight the final answer (the last assistant message
@@ -15,6 +16,8 @@ By rules, with or without an LLM (docs/agent-memory.md says what they catch and 
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -25,9 +28,12 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import memories
+from app.formation import prompts
+from app.formation.llm_answers import AgentCaseAnswer
 from app.formation.memcell import Draft, MemCell
 from app.memories import history
 from app.memories.history import Event
+from app.providers.llm import LLMClient, LLMError
 
 MAX_INTENT = 300
 MAX_INSIGHT = 300
@@ -36,6 +42,7 @@ SKILL_EVIDENCE = 2
 """A skill needs this many current cases of the agent with the same tools, each of at least ``SKILL_QUALITY``."""
 SKILL_QUALITY = 0.5
 """A case below it (no final answer, or a tool that failed) teaches no way of working: it makes no skill."""
+log = logging.getLogger(__name__)
 ACTOR = "formation"
 _ERROR = re.compile(r"\b(error|exception|failed|failure|traceback|denied|not found)\b", re.IGNORECASE)
 
@@ -82,6 +89,38 @@ def case_of(cell: MemCell, group_id: str | None) -> Draft | None:
             "skill_key": " > ".join(sequence),
         },
     )
+
+
+async def with_llm(llm: LLMClient, case: Draft, cell: MemCell, language: str) -> Draft:
+    """The case as the LLM reads the session (schema-constrained: ``AgentCaseAnswer``); the rules' case when the LLM
+    gives no usable answer. Its tools and skill key stay the rules' (what was called is not a matter of reading)."""
+    lines = []
+    for message in cell.messages:
+        calls = ", ".join(_tools(message))
+        lines.append(f"{message.get('role') or 'user'}: {message['content']}" + (f" [calls {calls}]" if calls else ""))
+    try:
+        answer: AgentCaseAnswer = await llm.complete_json(
+            [
+                {"role": "system", "content": prompts.AGENT_CASE[language]},
+                {"role": "user", "content": "\n".join(lines)},
+            ],
+            schema=AgentCaseAnswer,
+        )
+    except LLMError as exc:
+        log.warning("agent case by rules (the LLM gave no usable answer: %s)", exc)
+        return case
+    intent, approach = _cut(answer.task_intent, MAX_INTENT), _cut(answer.approach, MAX_INTENT)
+    insight = _cut(answer.key_insight, MAX_INSIGHT) if answer.key_insight else None
+    metadata = {
+        **case.metadata,
+        "task_intent": intent,
+        "approach": approach,
+        "quality_score": round(answer.quality_score, 2),
+        "key_insight": insight,
+        "extraction": "llm",
+    }
+    content = f"Task: {intent}\nApproach: {approach}\nOutcome: {insight or 'no final answer'}"
+    return dataclasses.replace(case, content=content, title=_cut(intent, 80), summary=approach, metadata=metadata)
 
 
 async def skill_of(conn: AsyncConnection, case: Draft, agent_id: str) -> Draft | None:

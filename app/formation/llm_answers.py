@@ -128,3 +128,12 @@ class Reconciliation(_Answer):
     reasoning: OptionalText = None
     decision: Literal["keep", "supersede", "duplicate"]
     memory: int | None = Field(default=None, description="The number of the earlier memory it supersedes or repeats")
+
+
+class AgentCaseAnswer(_Answer):
+    """An agent's session as a case (app.formation.agent_memory): what was asked, how it was done, how well."""
+
+    task_intent: Text
+    approach: Text
+    quality_score: Annotated[float, Field(ge=0, le=1)]
+    key_insight: OptionalText = None

@@ -107,3 +107,18 @@ RECONCILIATION = (
     'Answer as JSON: {"reasoning": "...", "decision": "keep" | "supersede" | "duplicate", "memory": <number or null>}.'
 )
 RECONCILIATION_INPUT = "NEW fact ({when}): {fact}\n\nEARLIER memories:\n{earlier}"
+
+AGENT_CASE = {
+    "en": """You record how an AI agent handled one task, so that it can reuse the approach. From the session below
+(the user's request, the agent's tool calls and their results, its answer), write: task_intent, what the user wanted
+(one sentence); approach, the steps the agent took and the tools it called, in order (one or two sentences);
+quality_score, from 0 to 1, how well the task was done (0: failed or abandoned; 1: fully and correctly done);
+key_insight, the one thing worth remembering for a similar task (or null). Answer with JSON only:
+{"task_intent": "...", "approach": "...", "quality_score": 0.0, "key_insight": "..."}""",
+    "zh": """你记录一个 AI 智能体如何完成一项任务，以便日后复用其做法。根据下面的会话
+（用户的请求、智能体的工具调用及结果、它的回答），写出：task_intent，用户想要什么（一句话）；
+approach，智能体按顺序采取的步骤和调用的工具（一两句话）；quality_score，0 到 1，任务完成得如何
+（0：失败或放弃；1：完整正确地完成）；key_insight，对类似任务最值得记住的一点（或 null）。
+只输出 JSON（键名保持英文）：
+{"task_intent": "...", "approach": "...", "quality_score": 0.0, "key_insight": "..."}""",
+}

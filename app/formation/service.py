@@ -262,6 +262,8 @@ async def _close(
     """Extract, embed and tokenise with no transaction open, then write everything in one transaction."""
     context = dataclasses.replace(context, language=detect_language(m["content"] for m in cell.messages))
     case = agent_memory.case_of(cell, context.stream.group_id)
+    if case is not None and llm is not None:  # before any transaction: no connection held while the LLM works
+        case = await agent_memory.with_llm(llm, case, cell, context.language)
     async with conn.begin():
         previous = await repo.latest_profiles(conn, cell.participants, context.stream.group_id)
         skill = await agent_memory.skill_of(conn, case, cell.scope["agent_id"]) if case is not None else None
