@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from pydantic import ValidationError
+
 from app.errors import InvalidParameter, NotFound
 from app.formation.streams import Stream
 from app.memories import repository as memories
@@ -86,6 +88,17 @@ def text_of(content: Any, name: str) -> str:
         if all(isinstance(part, str) for part in parts) and parts:
             return "\n".join(parts)
     raise InvalidParameter(f"Invalid field {name}: a string, or a list of {{type: text, text}} parts")
+
+
+def memorize_request(where: str, **fields: Any) -> MemorizeRequest:
+    """A message of an upstream add as memorize's request; a field memorize refuses is named under ``where``
+    (``messages[3].sender``)."""
+    try:
+        return MemorizeRequest(**fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        raise InvalidParameter(f"Invalid field {where}.{field}: {error['msg']}") from exc
 
 
 def message_id_for(group_id: str | None, sender: str, when: datetime, content: str) -> str:

@@ -10,7 +10,6 @@ from typing import Any
 from litestar import Controller, Request, get, patch, post
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody
-from pydantic import ValidationError
 
 from app.compat import service
 from app.compat.schemas import (
@@ -171,20 +170,16 @@ def _memorize_request(group_id: str, item: MessageItem, number: int, default_sen
         raise InvalidParameter(f"Missing required field: {where}.sender_id")
     when = service.moment(item.timestamp, f"{where}.timestamp")
     content = service.text_of(item.content, f"{where}.content")
-    try:
-        return MemorizeRequest(
-            group_id=group_id,
-            message_id=item.message_id or service.message_id_for(group_id, sender, when, content),
-            create_time=when,
-            sender=sender,
-            sender_name=item.sender_name,
-            content=content,
-            refer_list=item.refer_list,
-        )
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"])
-        raise InvalidParameter(f"Invalid field {where}.{field}: {error['msg']}") from exc
+    return service.memorize_request(
+        where,
+        group_id=group_id,
+        message_id=item.message_id or service.message_id_for(group_id, sender, when, content),
+        create_time=when,
+        sender=sender,
+        sender_name=item.sender_name,
+        content=content,
+        refer_list=item.refer_list,
+    )
 
 
 async def _flush(runtime: Runtime, group_id: str) -> Data:

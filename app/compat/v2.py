@@ -16,7 +16,6 @@ from typing import Any
 from litestar import Controller, Request, Response, post
 from litestar.di import NamedDependency, Provide
 from litestar.params import JSONBody
-from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -212,13 +211,10 @@ def _answer(request: Request, data: Data, status_code: int = 200) -> Response:
 def _scoped_filter(
     app_id: str, project_id: str, agent_id: str | None, given: dict[str, Any] | None
 ) -> caller_filters.Filter:
-    conditions: list[Any] = [{"app_id": app_id}, {"project_id": project_id}]
-    if agent_id is not None:
-        conditions.append({"agent_id": agent_id})
+    scopes = {"app_id": app_id, "project_id": project_id, **({"agent_id": agent_id} if agent_id is not None else {})}
+    scoped = caller_filters.parse(scopes)
     checked = caller_filters.parse(given)  # its own errors name "filters.…"
-    if checked is not None:
-        conditions.append(given)
-    return caller_filters.parse({"AND": conditions})
+    return scoped if checked is None else caller_filters.Filter({"AND": [scoped.tree, checked.tree]})
 
 
 def _memorize_request(data: AddInput, message: Message, number: int, agent: str | None) -> MemorizeRequest:
@@ -232,24 +228,20 @@ def _memorize_request(data: AddInput, message: Message, number: int, agent: str 
         metadata["tool_calls"] = [{"id": call.id, "name": call.function.name} for call in message.tool_calls]
     if message.tool_call_id:
         metadata["tool_call_id"] = message.tool_call_id
-    try:
-        return MemorizeRequest(
-            group_id=data.session_id,
-            message_id=service.message_id_for(data.session_id, message.sender_id, when, text),
-            create_time=when,
-            sender=message.sender_id,
-            sender_name=message.sender_name,
-            content=text,
-            metadata=metadata,
-            app_id=data.app_id,
-            project_id=data.project_id,
-            session_id=data.session_id,
-            agent_id=agent,
-        )
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"])
-        raise InvalidParameter(f"Invalid field {where}.{field}: {error['msg']}") from exc
+    return service.memorize_request(
+        where,
+        group_id=data.session_id,
+        message_id=service.message_id_for(data.session_id, message.sender_id, when, text),
+        create_time=when,
+        sender=message.sender_id,
+        sender_name=message.sender_name,
+        content=text,
+        metadata=metadata,
+        app_id=data.app_id,
+        project_id=data.project_id,
+        session_id=data.session_id,
+        agent_id=agent,
+    )
 
 
 MAX_ARGUMENTS_SHOWN = 300

@@ -16,6 +16,7 @@ made once.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -179,7 +180,7 @@ def _scalar(target: tuple[str, ...], value: Any, where: str) -> Any:
             raise InvalidParameter(f"Invalid field {where}: a string of up to {MAX_STRING} characters")
         return value
     if value is None or isinstance(value, bool | int | float):
-        if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        if isinstance(value, float) and not math.isfinite(value):
             raise InvalidParameter(f"Invalid field {where}: a finite number")
         return value
     raise InvalidParameter(f"Invalid field {where}: a string, a number, a boolean or null")
