@@ -80,6 +80,15 @@ def save(name: str, config: dict, results: object, out_dir: Path | None = None, 
     return path
 
 
+def copy_database(source: Path, into: Path) -> Path:
+    """A copy of a kept folder's database (the embedded server's ``pg`` folder) in ``into``, so that the kept one is
+    never changed; the copy's folder."""
+    target = into / "pg"
+    subprocess.run(["cp", "-a", str(source / "pg"), str(target)], check=True)  # noqa: S603, S607
+    (target / "postmaster.pid").unlink(missing_ok=True)
+    return target
+
+
 def print_table(rows: list[dict], columns: Sequence[str]) -> None:
     widths = {c: max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns} if rows else {}
     print("  ".join(c.ljust(widths[c]) for c in columns))

@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import pickle
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -27,16 +26,9 @@ from pathlib import Path
 import psycopg
 
 from benchmarks import peers_scale
-from benchmarks.common import memsys_server, percentiles, print_table, save
+from benchmarks.common import copy_database, memsys_server, percentiles, print_table, save
 
 PLANS = ("free", "pro", "team")
-
-
-def _copy(source: Path, into: Path) -> Path:
-    """A copy of the kept directory (its database and questions): the kept one is never changed."""
-    subprocess.run(["cp", "-a", str(source / "pg"), str(into / "pg")], check=True)  # noqa: S603, S607
-    (into / "pg" / "postmaster.pid").unlink(missing_ok=True)
-    return into
 
 
 def bodies(asked: list, mode: str, way: str) -> list[dict]:
@@ -59,7 +51,7 @@ WAYS = ("no filter", "user_id", "metadata", "metadata and plans")
 def run(directory: Path, rounds: int) -> tuple[list[dict], dict]:
     asked = pickle.loads((directory / "questions.pickle").read_bytes())
     with tempfile.TemporaryDirectory(prefix="memsys-filters-") as temporary:
-        copy = _copy(directory, Path(temporary))
+        copy = copy_database(directory, Path(temporary)).parent
         with memsys_server(data_dir=copy, log=copy / "memsys.log") as url:  # migrates the copy to head
             tagged = _set_metadata(copy)
             runs: dict[tuple[str, str], list[dict]] = {}

@@ -42,17 +42,9 @@ from app.retrieval import repository, service
 from app.retrieval.schemas import RetrieveLightweightRequest
 from app.settings import Settings
 from app.text.tokenize import search_tokens
-from benchmarks.common import ROOT, machine, print_table, save
+from benchmarks.common import ROOT, copy_database, machine, print_table, save
 
 TENANT = "default"
-
-
-def _copy(source: Path, into: Path) -> Path:
-    """A copy of the kept database (the embedded server's folder), so that the kept one is never changed."""
-    target = into / "pg"
-    subprocess.run(["cp", "-a", str(source / "pg"), str(target)], check=True)  # noqa: S603, S607
-    (target / "postmaster.pid").unlink(missing_ok=True)
-    return target
 
 
 def _server(pgdata: Path):
@@ -102,7 +94,7 @@ def _bm25_parameters(settings: Settings, question: str) -> dict:
 def bm25(directory: Path, rounds: int, count: int) -> dict:
     settings = Settings()
     with tempfile.TemporaryDirectory(prefix="memsys-managed-") as work:
-        server = _server(_copy(directory, Path(work)))
+        server = _server(copy_database(directory, Path(work)))
         try:
             owner_url = libpq_url(server.get_uri())
             migrate.upgrade(owner_url, settings.embedding_dimensions)
@@ -233,7 +225,7 @@ def upgrade(directory: Path, before: Path, start: str) -> dict:
     results = {}
     for name, code in (("before", before), ("now", ROOT)):
         with tempfile.TemporaryDirectory(prefix="memsys-upgrade-") as work:
-            server = _server(_copy(directory, Path(work)))
+            server = _server(copy_database(directory, Path(work)))
             try:
                 owner_url = libpq_url(server.get_uri())
                 migrate.upgrade(owner_url, settings.embedding_dimensions)  # head of this checkout, then down
