@@ -196,7 +196,8 @@ class V2MemoryController(Controller):
         body = {"user_id": data.user_id, "version": version, "applied": applied, "results": results, "profile": profile}
         return _answer(request, body)
 
-    @post("/object/sign", operation_id="v2SignObjects")
+    # Not in memsys's OpenAPI document: it lists what memsys serves, and this route serves only its refusal.
+    @post("/object/sign", operation_id="v2SignObjects", include_in_schema=False)
     async def sign(self) -> Response:
         raise NotSupported(
             "memsys stores no objects: send text, and other content as references (type, name, uri) in "

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.errors import MemsysError, NotReady
+from app.errors import MemsysError, NotReady, NotSupported
 from app.observability import request_ids
 from app.observability.metrics import DB_POOL_TIMEOUTS
 from app.validation import UNKNOWN
@@ -112,8 +112,8 @@ def _field_message(loc: list[str], message: str, kind: str = "") -> str:
 
 
 def handle_memsys_error(request: Request, exc: MemsysError) -> Response:
-    if isinstance(exc, NotReady):
-        pass  # starting up: expected, and asked about every second by a load balancer
+    if isinstance(exc, NotReady | NotSupported):
+        pass  # starting up (asked about every second by a load balancer), or a route memsys refuses by design
     elif exc.status_code == 503:
         _unavailable(request, exc)
     elif exc.status_code >= 500:
