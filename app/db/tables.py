@@ -93,19 +93,20 @@ def _memcell_fk(ondelete: str | None = None) -> ForeignKeyConstraint:
     return ForeignKeyConstraint(["tenant_id", "memcell_id"], ["memcells.tenant_id", "memcells.id"], ondelete=ondelete)
 
 
-def _bm25_columns() -> tuple[Column, Column]:
+def _bm25_columns(generated: bool = True) -> tuple[Column, Column]:
     """What BM25 reads, derived from ``search_tokens`` (memories, and messages not yet formed): the tsvector and
-    the document length."""
+    the document length. Generated columns, or (``generated=False``, memories) set to the same values by the trigger
+    ``memories_search_columns`` (migration 0032: a generated column before ``tenant_id`` breaks Citus's shard
+    split)."""
+    tsv, doc_len = (
+        "to_tsvector('simple'::regconfig, search_tokens)",
+        "COALESCE(array_length(string_to_array(search_tokens, ' '::text), 1), 0)",
+    )
+    if not generated:
+        return Column("tsv", TSVECTOR, nullable=True), Column("doc_len", Integer, nullable=True)
     return (
-        Column(
-            "tsv", TSVECTOR, Computed("to_tsvector('simple'::regconfig, search_tokens)", persisted=True), nullable=True
-        ),
-        Column(
-            "doc_len",
-            Integer,
-            Computed("COALESCE(array_length(string_to_array(search_tokens, ' '::text), 1), 0)", persisted=True),
-            nullable=True,
-        ),
+        Column("tsv", TSVECTOR, Computed(tsv, persisted=True), nullable=True),
+        Column("doc_len", Integer, Computed(doc_len, persisted=True), nullable=True),
     )
 
 
@@ -263,7 +264,7 @@ def _memories_table(dimensions: int) -> Table:
         # The text as BM25 sees it: app.text.tokenize's tokens joined by spaces, the same function
         # at write and at query time. The tsvector and the document length derive from it.
         Column("search_tokens", Text, nullable=False),
-        *_bm25_columns(),
+        *_bm25_columns(generated=False),
         Column("embedding", Vector(dimensions), nullable=False),
         # app.providers.embeddings.embedder_name of the model that made the vector (migration 0007).
         Column("embedding_model", Text, nullable=False),

@@ -103,13 +103,15 @@ class Load:
     async def __aexit__(self, *exc: object) -> None:
         await self._http.aclose()
 
-    def clients(self, count: int, stop: asyncio.Event) -> list[asyncio.Task]:
-        """``count`` more clients, spread over the tenants, running until ``stop`` is set."""
+    def clients(self, count: int, stop: asyncio.Event, over: list[Tenant] | None = None) -> list[asyncio.Task]:
+        """``count`` more clients, spread over ``over`` (default: the tenants, evenly; a tenant listed ten times
+        gets ten times the clients), running until ``stop`` is set."""
+        over = over or self.tenants
         tasks = []
-        for _ in range(count):
+        for number in range(count):
             index = self._next_client
             self._next_client += 1
-            tenant = self.tenants[index % len(self.tenants)]
+            tenant = over[number % len(over)]
             tasks.append(asyncio.create_task(self._client(index, tenant, stop), name=f"soak-client-{index}"))
         return tasks
 

@@ -4,9 +4,9 @@ set -euo pipefail
 DIR=${1:?usage: deploy/citus/down.sh DIR}
 BIN=$(/usr/lib/postgresql/15/bin/pg_config --bindir)
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-for node in coordinator worker1 worker2; do
-  if [ -f "$DIR/$node/postmaster.pid" ]; then
-    as_pg "$BIN/pg_ctl" -D "$DIR/$node" -m fast -w stop >/dev/null
+for data in "$DIR"/coordinator "$DIR"/worker*; do
+  if [ -f "$data/postmaster.pid" ]; then
+    as_pg "$BIN/pg_ctl" -D "$data" -m fast -w stop >/dev/null
   fi
 done
 echo "[citus] stopped" >&2

@@ -2,12 +2,15 @@
 # A local Citus cluster for memsys: a coordinator and two workers on 127.0.0.1, data under DIR.
 #
 #   deploy/citus/up.sh DIR      builds Citus and pgvector from ../shared/vendor against Debian's PostgreSQL 15
-#                               (installing what it needs with apt), starts the three nodes, registers the workers
+#                               (installing what it needs with apt), starts the nodes, registers the workers
 #                               in the databases `memsys` and `memsys_test`, and prints the coordinator's URL last.
 #   deploy/citus/down.sh DIR    stops them.
 #
 # Idempotent: a build already installed and nodes already running are reused. Ports: MEMSYS_CITUS_PORT (9700) for
-# the coordinator, the next two for the workers. Local connections are trusted: a development or CI cluster, not a
+# the coordinator, the next ones for the workers. MEMSYS_CITUS_WORKERS (2) workers are registered; MEMSYS_CITUS_SPARE
+# (0) more are started with the databases and Citus ready but not registered: a machine an operator adds with
+# `citus_add_node` (docs/scaling.md, "Adding a worker while memsys serves"). Every node runs with wal_level = logical,
+# which Citus's online shard moves need. Local connections are trusted: a development or CI cluster, not a
 # production one (see docs/scaling.md).
 set -euo pipefail
 
@@ -67,10 +70,17 @@ if ! grep -qs "default_version = '${CITUS_VERSION%.*}-" "$EXT/citus.control"; th
   as_root make -s -C "$BUILD/citus" install >/dev/null
 fi
 
-# 3. Three nodes: the coordinator on $PORT, the workers on the next two ports.
+# 3. The nodes: the coordinator on $PORT, the workers (registered, then spare) on the next ports.
 [ "$(id -u)" = 0 ] && chown postgres "$DIR"
-nodes=(coordinator worker1 worker2)
-for i in 0 1 2; do
+PLUGINS=""
+if "$BIN/postgres" --describe-config 2>/dev/null | grep -c "^output_plugin_libraries" >/dev/null; then  # -c reads it all (pipefail)
+  PLUGINS="output_plugin_libraries = 'pgoutput, test_decoding, citus'\n"
+fi
+WORKERS=${MEMSYS_CITUS_WORKERS:-2}
+SPARE=${MEMSYS_CITUS_SPARE:-0}
+nodes=(coordinator)
+for i in $(seq 1 $((WORKERS + SPARE))); do nodes+=("worker$i"); done
+for i in "${!nodes[@]}"; do
   data="$DIR/${nodes[$i]}"
   port=$((PORT + i))
   if [ ! -f "$data/PG_VERSION" ]; then
@@ -85,6 +95,13 @@ max_connections = 300
 max_prepared_transactions = 200
 CONF
   fi
+  # Online shard moves and splits replicate logically: wal_level = logical, and Citus's own decoder (for splits)
+  # allowed as an output plugin (PostgreSQL 15.20 allows only pgoutput and test_decoding unless told).
+  if ! grep -q "^wal_level = logical" "$data/postgresql.conf" ||
+    { [ -n "$PLUGINS" ] && ! grep -q "^output_plugin_libraries" "$data/postgresql.conf"; }; then  # a cluster made before
+    printf "wal_level = logical\n%b" "$PLUGINS" | as_pg tee -a "$data/postgresql.conf" >/dev/null
+    as_pg "$BIN/pg_ctl" -D "$data" status >/dev/null 2>&1 && as_pg "$BIN/pg_ctl" -D "$data" -w -t 60 -m fast stop >/dev/null
+  fi
   if ! as_pg "$BIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
     as_pg "$BIN/pg_ctl" -D "$data" -l "$DIR/${nodes[$i]}.log" -w -t 60 start >/dev/null
   fi
@@ -93,7 +110,7 @@ done
 # 4. The databases, with Citus in each on every node, and the workers registered in the coordinator's.
 psql_at() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -p "$1" -d "$2" -tA -c "$3"; }
 for database in "${DATABASES[@]}"; do
-  for i in 0 1 2; do
+  for i in "${!nodes[@]}"; do
     port=$((PORT + i))
     if [ -z "$(psql_at "$port" postgres "SELECT 1 FROM pg_database WHERE datname = '$database'")" ]; then
       psql_at "$port" postgres "CREATE DATABASE $database"
@@ -101,12 +118,12 @@ for database in "${DATABASES[@]}"; do
     psql_at "$port" "$database" "CREATE EXTENSION IF NOT EXISTS citus"
   done
   psql_at "$PORT" "$database" "SELECT citus_set_coordinator_host('127.0.0.1', $PORT)" >/dev/null
-  for i in 1 2; do
+  for i in $(seq 1 "$WORKERS"); do
     port=$((PORT + i))
     if [ -z "$(psql_at "$PORT" "$database" "SELECT 1 FROM pg_dist_node WHERE nodeport = $port")" ]; then
       psql_at "$PORT" "$database" "SELECT citus_add_node('127.0.0.1', $port)" >/dev/null
     fi
   done
 done
-log "coordinator and 2 workers up; Citus $(psql_at "$PORT" memsys "SELECT extversion FROM pg_extension WHERE extname = 'citus'")"
+log "coordinator, $WORKERS workers and $SPARE spare up; Citus $(psql_at "$PORT" memsys "SELECT extversion FROM pg_extension WHERE extname = 'citus'")"
 echo "postgresql://postgres@127.0.0.1:$PORT/memsys"

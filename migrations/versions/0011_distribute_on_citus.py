@@ -63,6 +63,11 @@ def upgrade() -> None:
     foreign_keys = _foreign_keys_between(REFERENCE_TABLES + DISTRIBUTED_TABLES)
     for table, name, _ in foreign_keys:
         op.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+    # memories' generated columns precede tenant_id, which breaks Citus's shard split (see migration 0032, which
+    # sets them by trigger on every database): distributed without their expressions, so its shards have none.
+    # Citus propagates no DROP EXPRESSION afterwards, and 0032's per-shard change cannot see shards made in the
+    # same transaction.
+    op.execute("ALTER TABLE memories ALTER COLUMN tsv DROP EXPRESSION, ALTER COLUMN doc_len DROP EXPRESSION")
     for table in REFERENCE_TABLES:
         op.execute(f"SELECT create_reference_table('{table}')")
     for table in DISTRIBUTED_TABLES:
