@@ -10,8 +10,9 @@ soak's clients (memorize 70 %, lightweight 25 %, agentic 5 %) run throughout, an
 every tenant's ``archive`` every half second. Meanwhile, one after another, with quiet time between:
 
 1. ``add_worker``: the spare worker registered (``citus_add_node``) and ``citus_rebalance_start()`` run to its end;
-2. ``isolate_big_tenant``: ``isolate_tenant_to_new_shard('memcells', 't0', 'CASCADE')`` and that shard group moved
-   to another worker (``citus_move_shard_placement``, logical replication);
+2. ``isolate_big_tenant``: ``isolate_tenant_to_new_shard('memcells', 't0', 'CASCADE')`` (``block_writes``: Citus's
+   non-blocking split stalls under concurrent UPDATEs, citusdata/citus#6790) and that shard group moved to another
+   worker (``citus_move_shard_placement``, logical replication);
 3. ``worker_restart_mid_move``: the big tenant's shard group moved again, and its source worker restarted (fast
    shutdown) while the move copies; then the move run again, as the runbook says (docs/scaling.md);
 4. ``cancelled_move``: a small tenant's shard group move cancelled (``pg_cancel_backend``) while it copies.
@@ -77,7 +78,19 @@ class Cluster:
         for node in range(4):  # a fresh database on every node, Citus in each
             at = f"postgresql://postgres@127.0.0.1:{self.port + node}"
             with psycopg.connect(f"{at}/postgres", autocommit=True) as conn:
-                conn.execute(f"DROP DATABASE IF EXISTS {self.database} WITH (FORCE)")
+                if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)).fetchone():
+                    _drop_replication(f"{at}/{self.database}")
+                for attempt in range(20):  # Citus's maintenance daemons let go of it within seconds
+                    try:
+                        conn.execute(f"DROP DATABASE IF EXISTS {self.database} WITH (FORCE)")
+                        break
+                    except psycopg.errors.ObjectInUse:
+                        if attempt == 19:
+                            raise
+                        time.sleep(1)
+                # and the roles of moves and splits that failed in it (roles are the node's, not the database's)
+                for (role,) in conn.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'citus\\_shard\\_%'"):
+                    conn.execute(f'DROP ROLE "{role}"')
                 conn.execute(f"CREATE DATABASE {self.database}")
             with psycopg.connect(f"{at}/{self.database}", autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION citus")
@@ -131,10 +144,39 @@ class Cluster:
                 (shard, self.node_port(source), self.node_port(target)),
             )
 
+    def stop_operations(self) -> dict:
+        """A step that failed or took too long: the rebalance job stopped, shard operations cancelled, their
+        leftovers cleaned up."""
+        self.sql("SELECT citus_rebalance_stop() FROM citus_rebalance_status() WHERE state = 'running'")
+        cancelled = self.sql(
+            "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+            "AND query ~ '(isolate_tenant_to_new_shard|citus_move_shard_placement|citus_split_shard)'"
+        )[0][0]
+        time.sleep(2)
+        self.sql("CALL citus_cleanup_orphaned_resources()")
+        return {"cancelled": cancelled}
+
     def copying(self) -> bool:
         """A shard move is under way (its logical replication slot exists on some node)."""
         rows = self.sql("SELECT count(*) FROM get_rebalance_progress() WHERE progress = 1")
         return bool(rows and rows[0][0])
+
+
+def _drop_replication(url: str) -> None:
+    """What a move that failed half way may leave in a database of an earlier run (subscriptions and slots): a
+    database with them cannot be dropped."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for (name,) in conn.execute(
+            "SELECT subname FROM pg_subscription WHERE subdbid = (SELECT oid FROM pg_database "
+            "WHERE datname = current_database())"
+        ).fetchall():
+            conn.execute(f'ALTER SUBSCRIPTION "{name}" DISABLE')
+            conn.execute(f'ALTER SUBSCRIPTION "{name}" SET (slot_name = NONE)')
+            conn.execute(f'DROP SUBSCRIPTION "{name}"')
+        conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE database = current_database() AND NOT active"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- the steps
@@ -154,7 +196,7 @@ async def isolate_big_tenant(cluster: Cluster, tenants: list[Tenant]) -> dict:
     before, _ = cluster.shard_of(big)
     await asyncio.to_thread(
         cluster.sql,
-        "SELECT isolate_tenant_to_new_shard('memcells', %s::text, 'CASCADE', shard_transfer_mode => 'force_logical')",
+        "SELECT isolate_tenant_to_new_shard('memcells', %s::text, 'CASCADE', shard_transfer_mode => 'block_writes')",
         big,
     )
     shard, source = cluster.shard_of(big)
@@ -300,6 +342,7 @@ class Config:
     warmup_s: float = 40.0
     settle_s: float = 30.0
     """Quiet time after a step (its "after" phase) and before the next (the next one's "before")."""
+    step_timeout_s: float = 600.0
     run_dir: Path | None = None
     out: Path = RESULTS_DIR
 
@@ -360,7 +403,12 @@ async def _drive(config: Config, cluster: Cluster, memsys: Memsys) -> dict:
             for name in STEPS:
                 began = load.now()
                 print(f"[{began:6.1f}s] {name}", flush=True)
-                detail = await ACTIONS[name](cluster, tenants)
+                try:
+                    detail = await asyncio.wait_for(ACTIONS[name](cluster, tenants), config.step_timeout_s)
+                except TimeoutError:
+                    detail = {"error": f"not done in {config.step_timeout_s:.0f} s", **cluster.stop_operations()}
+                except psycopg.Error as exc:
+                    detail = {"error": str(exc).strip().splitlines()[0], **cluster.stop_operations()}
                 ended = load.now()
                 print(f"[{ended:6.1f}s] {name} done in {ended - began:.1f} s: {detail}", flush=True)
                 steps.append({"step": name, "began_s": round(began, 1), "ended_s": round(ended, 1), **detail})
@@ -476,6 +524,9 @@ def _results(
             "ok": all(r is not None and r <= 2.0 for r in memorize_p95.values()), "memorize_p95_ratio": memorize_p95,
         },
         "processes_stayed_up": {"ok": not exits, "exited_by_themselves": exits},
+        "every_step_done": {
+            "ok": not any("error" in s for s in steps), "failed": [s["step"] for s in steps if "error" in s],
+        },
     }  # fmt: skip
     figures = {
         "preload": preload,
