@@ -251,12 +251,16 @@ def _worker(settings: Settings, concurrency: int) -> int:
     import signal
 
     from app import queue
+    from app.db.engine import psycopg_arguments
     from app.runtime import build_runtime
 
     async def run() -> None:
         runtime = build_runtime(settings)
         try:
-            async with runtime.kept_alive(), queue.open_queue(runtime.service_url) as jobs_app:
+            async with (
+                runtime.kept_alive(),
+                queue.open_queue(runtime.service_url, connect_arguments=psycopg_arguments(settings)) as jobs_app,
+            ):
                 runtime.warm_up()
                 workers = asyncio.create_task(queue.run_workers(jobs_app, runtime, concurrency))
                 log.info("memsys worker: %s", logs.running_on(runtime, concurrency))
@@ -277,7 +281,7 @@ def _mcp(settings: Settings, tenant: str) -> int:
     import asyncio
 
     from app import queue
-    from app.db.engine import create_engine
+    from app.db.engine import create_engine, psycopg_arguments
     from app.mcp.server import build_server
     from app.runtime import build_runtime
     from app.tenancy import repository
@@ -294,7 +298,10 @@ def _mcp(settings: Settings, tenant: str) -> int:
                 await owner.dispose()
             scoped = runtime.for_tenant(tenant)
             server = build_server(lambda ctx: scoped)
-            async with runtime.kept_alive(), queue.open_queue(runtime.service_url) as jobs_app:
+            async with (
+                runtime.kept_alive(),
+                queue.open_queue(runtime.service_url, connect_arguments=psycopg_arguments(settings)) as jobs_app,
+            ):
                 runtime.warm_up()  # the tools answer at once; the first that embeds waits for the model
                 workers = (
                     asyncio.create_task(queue.run_workers(jobs_app, runtime, settings.workers))
@@ -426,8 +433,9 @@ def _backup_or_restore(settings: Settings, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from app.db import backup
-    from app.db.engine import migrate_schema, resolve_database_url
+    from app.db.engine import migrate_schema, require_a_session, resolve_database_url
 
+    require_a_session(settings, "Backups and restores")  # pg_dump and pg_restore set session settings
     url = resolve_database_url(settings)
     if args.command == "backup":
         backup.backup(url, Path(args.output))

@@ -139,10 +139,15 @@ async def _defer_once(
 
 
 @asynccontextmanager
-async def open_queue(service_url: str, *, pool_size: int = 4) -> AsyncIterator[procrastinate.App]:
+async def open_queue(
+    service_url: str, *, connect_arguments: dict[str, Any] | None = None, pool_size: int = 4
+) -> AsyncIterator[procrastinate.App]:
     """The queue's tasks in an app of this runtime's own, open, with a connection pool to the service's database
-    (a plain libpq URL): what ``run_workers`` runs."""
-    connector = procrastinate.PsycopgConnector(conninfo=service_url, min_size=1, max_size=pool_size, timeout=10)
+    (a plain libpq URL; its connections opened with ``connect_arguments``, app.db.engine.psycopg_arguments): what
+    ``run_workers`` runs."""
+    connector = procrastinate.PsycopgConnector(
+        conninfo=service_url, kwargs=connect_arguments or {}, min_size=1, max_size=pool_size, timeout=10
+    )
     jobs_app = _app_of_its_own(connector)
     async with jobs_app.open_async():
         yield jobs_app
@@ -252,6 +257,9 @@ async def _run_worker(jobs_app: procrastinate.App, runtime: Runtime, queue_name:
         shutdown_graceful_timeout=STOP_WITHIN_S,
         update_heartbeat_interval=runtime.settings.worker_heartbeat_seconds,
         stalled_worker_timeout=runtime.settings.worker_stalled_seconds,
+        # A pooler in transaction mode drops notifications (a LISTEN stays on whichever server connection ran it):
+        # then the worker only polls, every fetch_job_polling_interval.
+        listen_notify=not runtime.settings.db_transaction_pooler,
     )
 
 

@@ -63,6 +63,14 @@ class Settings(BaseSettings):
     """A statement of the service waiting this long for a lock gives up (``lock_timeout``): a request then gets 503
     with Retry-After, rather than queueing behind a migration or a long transaction. 0: it waits (up to
     ``db_statement_timeout_seconds``)."""
+    db_transaction_pooler: bool = False
+    """memsys's database URLs lead to a pooler in transaction mode (PgBouncer's ``pool_mode = transaction``, a cloud's
+    transaction pooler), which gives each transaction whichever server connection is free. memsys then keeps no state
+    in a session: it prepares no statements, sets the service's timeouts in each transaction (a pooler refuses them
+    at login), listens for no notifications (workers poll the queue every second; a revoked key stops within
+    ``key_cache_seconds``), and holds a stream's formation lock in a transaction. Migrations and backups need a
+    session, so with this on memsys refuses them (set ``MEMSYS_MIGRATE_ON_START=false``): run them with
+    ``MEMSYS_DATABASE_URL`` pointing at PostgreSQL itself (docs/managed-postgres.md)."""
     embedded_watch_seconds: float = Field(default=1.0, ge=0)
     """How often a process on the embedded server checks that its PostgreSQL runs, and starts it again if it
     died (kill -9, a crash, a stop by hand); 0: never."""

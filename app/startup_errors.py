@@ -76,6 +76,11 @@ def _database_error(error: psycopg.Error) -> str | None:
             f"The database role may not create the pgvector extension ({first}). Ask the database's owner or an "
             "administrator to run `CREATE EXTENSION vector;` in memsys's database, then start memsys again."
         )
+    if "unsupported startup parameter" in text:  # PgBouncer refusing the timeouts memsys sends at login
+        return (
+            f"Cannot connect to PostgreSQL: {first}. A connection pooler (PgBouncer) refuses the settings memsys sends "
+            "when it logs in: behind a pooler set MEMSYS_DB_TRANSACTION_POOLER=true (docs/managed-postgres.md)."
+        )
     if isinstance(error, psycopg.OperationalError):
         return (
             f"Cannot connect to PostgreSQL: {first}. Check MEMSYS_DATABASE_URL (host, port, database, user, "

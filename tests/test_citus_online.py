@@ -13,6 +13,7 @@ import time
 import psycopg
 import pytest
 
+from app.db.citus import placement_moved
 from tests.formation_helpers import assert_each_message_in_one_memcell, rows, wait_for
 
 pytestmark = pytest.mark.citus
@@ -118,3 +119,22 @@ def test_a_tenant_isolated_and_moved_while_it_writes_and_reads_loses_nothing(cli
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("CALL citus_cleanup_orphaned_resources()")
         assert conn.execute("SELECT count(*) FROM pg_dist_cleanup").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("message", "moved"),
+    [
+        ("could not find valid entry for shard 102147", True),  # seen in a formation job during a split
+        ("could not find valid entry for shard placement 40", True),
+        ("could not find any healthy placement for shard 102039", True),
+        ("no active placements were found for shard 102039", True),
+        ('relation "public.memories_102039" does not exist', True),
+        ('relation "memories" does not exist', False),  # the table itself: not a move
+        ("canceling statement due to lock timeout", False),
+        ("duplicate key value violates unique constraint", False),
+    ],
+)
+def test_a_shard_moved_under_a_statement_is_told_from_other_errors(message: str, moved: bool):
+    """The errors memsys answers with a 503 and Retry-After (app/http/errors.py), as Citus words them (Citus 13.2's
+    sources): the statement run again finds the shard's new placement."""
+    assert placement_moved(psycopg.errors.InternalError_(message)) is moved

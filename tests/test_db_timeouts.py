@@ -46,7 +46,11 @@ def messages_locked(database_url: str) -> Iterator[None]:
         owner.rollback()
 
 
-def test_a_service_connection_has_the_timeouts_and_the_owners_has_none(settings: Settings, database_url: str) -> None:
+@pytest.mark.parametrize("pooler", [False, True], ids=["at login", "per transaction behind a pooler"])
+def test_a_service_connection_has_the_timeouts_and_the_owners_has_none(
+    settings: Settings, database_url: str, pooler: bool
+) -> None:
+    settings = settings.model_copy(update={"db_transaction_pooler": pooler})
     with app_with(settings, db_statement_timeout_seconds=0.5, db_lock_timeout_seconds=0.25) as client:
         assert run(client, "SHOW statement_timeout") == "500ms"
         assert run(client, "SHOW lock_timeout") == "250ms"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event, text
@@ -49,22 +50,54 @@ def create_engine(database_url: str, settings: Settings) -> AsyncEngine:
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
         pool_timeout=settings.db_pool_timeout_seconds,  # then sqlalchemy's TimeoutError: a 503, not a hang
-        connect_args={"connect_timeout": 10},
+        connect_args={"connect_timeout": 10, **psycopg_arguments(settings)},
     )
     _ping_after_idle(engine)
     return engine
 
 
+def psycopg_arguments(settings: Settings) -> dict[str, Any]:
+    """What memsys's psycopg connections are opened with besides their URL: behind a transaction pooler, no
+    prepared statements (psycopg prepares a statement run five times on a connection, and the pooler may give the next
+    transaction a server connection that does not have it)."""
+    return {"prepare_threshold": None} if settings.db_transaction_pooler else {}
+
+
+def require_a_session(settings: Settings, work: str) -> None:
+    """Refuse ``work`` (migrations, backups: session settings, and a lock held across transactions) through a pooler
+    in transaction mode."""
+    if settings.db_transaction_pooler:
+        raise ConfigurationError(
+            f"{work} need a session of their own, which a pooler in transaction mode does not keep "
+            "(MEMSYS_DB_TRANSACTION_POOLER=true): run them with MEMSYS_DATABASE_URL pointing at PostgreSQL itself and "
+            "MEMSYS_DB_TRANSACTION_POOLER unset, and memsys behind the pooler with MEMSYS_MIGRATE_ON_START=false "
+            "(docs/managed-postgres.md)."
+        )
+
+
 def limit_statements(engine: AsyncEngine, settings: Settings) -> AsyncEngine:
     """Each new connection of ``engine`` starts with ``MEMSYS_DB_STATEMENT_TIMEOUT_SECONDS`` and
     ``MEMSYS_DB_LOCK_TIMEOUT_SECONDS`` (libpq's ``options``, so no round trip is added): for the service's engine,
-    not the owner's migrations."""
-    timeouts = {
-        "statement_timeout": settings.db_statement_timeout_seconds,
-        "lock_timeout": settings.db_lock_timeout_seconds,
-    }
+    not the owner's migrations. Behind a transaction pooler, which refuses ``options`` at login (PgBouncer: "unsupported
+    startup parameter") and would leave a session's settings to whoever gets its server connection next, each
+    transaction sets them (``SET LOCAL``: one round trip more)."""
     # 0 turns a timeout off; anything above it is at least a millisecond
-    options = " ".join(f"-c {name}={max(1, round(s * 1000)) if s > 0 else 0}" for name, s in timeouts.items())
+    timeouts = {
+        name: max(1, round(seconds * 1000)) if seconds > 0 else 0
+        for name, seconds in (
+            ("statement_timeout", settings.db_statement_timeout_seconds),
+            ("lock_timeout", settings.db_lock_timeout_seconds),
+        )
+    }
+    if settings.db_transaction_pooler:
+        set_local = "; ".join(f"SET LOCAL {name} = {ms}" for name, ms in timeouts.items())
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def timeouts_of_transaction(conn) -> None:
+            conn.exec_driver_sql(set_local)
+
+        return engine
+    options = " ".join(f"-c {name}={ms}" for name, ms in timeouts.items())
 
     @event.listens_for(engine.sync_engine, "do_connect")
     def with_timeouts(dialect, record, cargs, cparams) -> None:
@@ -112,6 +145,7 @@ def service_database_url(settings: Settings, owner_url: str) -> str:
 
 def migrate_schema(settings: Settings, owner_url: str, *, set_service_password: bool = False) -> None:
     """Apply the migrations as the owner, the service role made or checked first and granted after (app.db.roles)."""
+    require_a_session(settings, "Migrations")
     migrate.upgrade(
         owner_url,
         settings.embedding_dimensions,

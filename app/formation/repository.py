@@ -18,6 +18,7 @@ from app.tenancy.scope import tenant_of
 # hashtextextended gives a bigint key per stream; a collision between two streams only serialises them.
 _LOCK = text("SELECT pg_advisory_lock(hashtextextended(:key, 0))")
 _UNLOCK = text("SELECT pg_advisory_unlock(hashtextextended(:key, 0))")
+_LOCK_TRANSACTION = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
 _WAIT_UNBOUNDED = text("SELECT set_config('lock_timeout', '0', true), set_config('statement_timeout', '0', true)")
 """For this transaction only: waiting for a stream's lock is waiting on purpose (another worker, or forget's
 re-forming, forms it meanwhile, LLM calls included), not the stuck statement MEMSYS_DB_LOCK_TIMEOUT_SECONDS and
@@ -43,11 +44,12 @@ PENDING_COLUMNS = [
 ]
 
 
-async def lock_stream(conn: AsyncConnection, stream: Stream) -> None:
+async def lock_stream(conn: AsyncConnection, stream: Stream, *, transaction: bool = False) -> None:
     """Take the stream's session-level advisory lock (held across transactions, until unlock or the
-    connection ends), waiting while another session holds it, however long."""
+    connection ends), waiting while another session holds it, however long; with ``transaction``, the same lock
+    held until this transaction ends (behind a transaction pooler, whose sessions are not the client's)."""
     await conn.execute(_WAIT_UNBOUNDED)
-    await conn.execute(_LOCK, {"key": _lock_key(conn, stream)})
+    await conn.execute(_LOCK_TRANSACTION if transaction else _LOCK, {"key": _lock_key(conn, stream)})
 
 
 async def unlock_stream(conn: AsyncConnection, stream: Stream) -> bool:

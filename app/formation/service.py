@@ -5,7 +5,8 @@ Concurrency and durability (docs/formation.md has the full story):
 
 * one stream is formed by one worker at a time: the queue's per-stream job lock, and under it a
   session-level advisory lock on a dedicated connection (forget's re-forming takes it too), released in
-  ``finally`` and by PostgreSQL when the connection or the process dies;
+  ``finally`` and by PostgreSQL when the connection or the process dies (behind a transaction pooler, a
+  transaction's, held open on a connection of its own for the pass);
 * no transaction is open while the LLM or the embedder runs: reads and writes are short transactions;
 * closing a MemCell is ONE transaction: memcell + memories + profile versions + exactly its messages
   flipped from pending to processed (a guarded update whose count must match). A job run again after a
@@ -189,6 +190,10 @@ async def form_again(runtime: Runtime, stream: Stream, cells: list[list[int]]) -
 @asynccontextmanager
 async def _stream_locked(runtime: Runtime, stream: Stream) -> AsyncIterator[AsyncConnection]:
     """A connection holding the stream's advisory lock (waiting for another session that has it)."""
+    if runtime.settings.db_transaction_pooler:
+        async with _stream_locked_by_a_transaction(runtime, stream), runtime.engine.connect() as conn:
+            yield conn
+        return
     async with runtime.engine.connect() as conn:
         try:
             await repo.lock_stream(conn, stream)
@@ -201,6 +206,20 @@ async def _stream_locked(runtime: Runtime, stream: Stream) -> AsyncIterator[Asyn
             yield conn
         finally:
             await _release(conn, stream)
+
+
+@asynccontextmanager
+async def _stream_locked_by_a_transaction(runtime: Runtime, stream: Stream) -> AsyncIterator[None]:
+    """The stream's advisory lock, behind a transaction pooler: a session's lock would stay on whichever server
+    connection took it, so a transaction holds it, left open on a connection of its own (the pooler keeps its server
+    connection) until the pass ends; closing that connection rolls it back, which releases the lock."""
+    async with runtime.engine.connect() as holder:
+        try:
+            await repo.lock_stream(holder, stream, transaction=True)
+        except BaseException:
+            await holder.invalidate()  # cancelled while waiting: the lock may still be granted to it
+            raise
+        yield
 
 
 async def _release(conn: AsyncConnection, stream: Stream) -> None:

@@ -20,6 +20,7 @@ from app.compat.v1 import V1Controller
 from app.compat.v2 import V2MemoryController
 from app.context.endpoints import ContextController
 from app.conversation_meta.endpoints import ConversationMetaController
+from app.db.engine import psycopg_arguments
 from app.forget.endpoints import ForgetController
 from app.formation.endpoints import InstructionsController
 from app.http.auth import KeyCache, authenticate
@@ -88,7 +89,7 @@ def create_app(
             _, app.state.mcp_sessions = build_http(settings.host)
             async with (
                 runtime.kept_alive(),
-                queue.open_queue(runtime.service_url) as jobs_app,
+                queue.open_queue(runtime.service_url, connect_arguments=psycopg_arguments(settings)) as jobs_app,
                 app.state.mcp_sessions.run(),
             ):
                 workers = (
@@ -99,12 +100,13 @@ def create_app(
                 runtime.warm_up()
                 if log.isEnabledFor(logging.INFO):
                     log.info(await start_line(runtime))
-                keys_watch = asyncio.create_task(app.state.keys_watch.run())
-                readiness = asyncio.create_task(app.state.readiness.watch(runtime))
+                watches = [asyncio.create_task(app.state.readiness.watch(runtime))]
+                if not settings.db_transaction_pooler:  # a pooler drops notifications: requests look the keys up
+                    watches.append(asyncio.create_task(app.state.keys_watch.run()))
                 try:
                     yield
                 finally:
-                    for watch in (keys_watch, readiness):
+                    for watch in watches:
                         watch.cancel()
                         with contextlib.suppress(asyncio.CancelledError):
                             await watch

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from app.db import citus
 from app.errors import MemsysError, NotReady, NotSupported
 from app.observability import request_ids
 from app.observability.metrics import DB_POOL_TIMEOUTS
@@ -177,6 +178,12 @@ def handle_database_error(request: Request, exc: Exception) -> Response:
             "The data is locked by other work (a migration, a long transaction), please retry",
             {"Retry-After": "1"},
         )
+    if cause is not None and citus.placement_moved(cause):  # a shard moved between planning and running
+        _unavailable(request, cause)
+        return envelope(
+            request, 503, "SERVICE_UNAVAILABLE", "The data is moving between database nodes, please retry",
+            {"Retry-After": "1"},
+        )  # fmt: skip
     if isinstance(exc, PoolTimeout):
         DB_POOL_TIMEOUTS.inc()
     if isinstance(exc, OperationalError | PoolTimeout | OSError):
