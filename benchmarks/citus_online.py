@@ -64,6 +64,9 @@ class Cluster:
     directory: Path
     port: int
     database: str = "memsys_online"
+    workers: int = 2
+    """Registered at the start; ``spare`` more are running, ready to be added (``add_worker``)."""
+    spare: int = 1
 
     def node_port(self, worker: int) -> int:
         return self.port + worker
@@ -73,9 +76,10 @@ class Cluster:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
 
     def up(self) -> None:
-        env = {**os.environ, "MEMSYS_CITUS_PORT": str(self.port), "MEMSYS_CITUS_SPARE": "1"}
+        env = {**os.environ, "MEMSYS_CITUS_PORT": str(self.port), "MEMSYS_CITUS_WORKERS": str(self.workers),
+               "MEMSYS_CITUS_SPARE": str(self.spare)}  # fmt: skip
         subprocess.run(["bash", str(UP), str(self.directory)], env=env, check=True, capture_output=True, text=True)
-        for node in range(4):  # a fresh database on every node, Citus in each
+        for node in range(1 + self.workers + self.spare):  # a fresh database on every node, Citus in each
             at = f"postgresql://postgres@127.0.0.1:{self.port + node}"
             with psycopg.connect(f"{at}/postgres", autocommit=True) as conn:
                 if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)).fetchone():
@@ -95,8 +99,18 @@ class Cluster:
             with psycopg.connect(f"{at}/{self.database}", autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION citus")
         self.sql("SELECT citus_set_coordinator_host('127.0.0.1', %s)", self.port)
-        for worker in (1, 2):
+        for worker in range(1, self.workers + 1):
             self.sql("SELECT citus_add_node('127.0.0.1', %s)", self.node_port(worker))
+
+    def add_worker(self, worker: int) -> dict:
+        """``worker`` registered and ``citus_rebalance_start()`` run to its end (polled): its job and state."""
+        self.sql("SELECT citus_add_node('127.0.0.1', %s)", self.node_port(worker))
+        job = self.sql("SELECT citus_rebalance_start()")[0][0]
+        while True:
+            state = self.sql("SELECT state FROM citus_rebalance_status() WHERE job_id = %s", job)[0][0]
+            if state not in ("scheduled", "running", "cancelling", "failing"):
+                return {"job": job, "state": state}
+            time.sleep(0.5)
 
     def down(self) -> None:
         subprocess.run(["bash", str(DOWN), str(self.directory)], capture_output=True)
@@ -123,7 +137,7 @@ class Cluster:
         )[0]
         return shard, port - self.port
 
-    def workers(self) -> list[int]:
+    def registered(self) -> list[int]:
         return [port - self.port for (port,) in self.sql("SELECT nodeport FROM pg_dist_node WHERE groupid > 0")]
 
     def shards_per_worker(self) -> dict[int, int]:
@@ -181,14 +195,8 @@ def _drop_replication(url: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- the steps
 async def add_worker(cluster: Cluster, tenants: list[Tenant]) -> dict:
-    cluster.sql("SELECT citus_add_node('127.0.0.1', %s)", cluster.node_port(3))
-    job = cluster.sql("SELECT citus_rebalance_start()")[0][0]
-    while True:
-        state = cluster.sql("SELECT state FROM citus_rebalance_status() WHERE job_id = %s", job)[0][0]
-        if state not in ("scheduled", "running", "cancelling", "failing"):
-            break
-        await asyncio.sleep(0.5)
-    return {"job": job, "state": state, "shards_per_worker": cluster.shards_per_worker()}
+    done = await asyncio.to_thread(cluster.add_worker, cluster.workers + 1)
+    return {**done, "shards_per_worker": cluster.shards_per_worker()}
 
 
 async def isolate_big_tenant(cluster: Cluster, tenants: list[Tenant]) -> dict:
@@ -200,7 +208,7 @@ async def isolate_big_tenant(cluster: Cluster, tenants: list[Tenant]) -> dict:
         big,
     )
     shard, source = cluster.shard_of(big)
-    target = next(w for w in sorted(cluster.workers(), reverse=True) if w != source)
+    target = next(w for w in sorted(cluster.registered(), reverse=True) if w != source)
     await asyncio.to_thread(cluster.move, shard, source, target)
     return {"shard_before": before, "shard": shard, "from": source, "to": cluster.shard_of(big)[1]}
 
@@ -209,7 +217,7 @@ async def worker_restart_mid_move(cluster: Cluster, tenants: list[Tenant]) -> di
     """The big tenant's shard group moved again; its source worker restarted while the move copies; the failed
     move's leftovers cleaned up and the move run again."""
     shard, source = cluster.shard_of(tenants[0].name)
-    target = next(w for w in cluster.workers() if w != source)
+    target = next(w for w in cluster.registered() if w != source)
     moving = asyncio.create_task(asyncio.to_thread(cluster.move, shard, source, target))
     restarted_at = None
     while not moving.done():
@@ -244,14 +252,14 @@ async def worker_restart_mid_move(cluster: Cluster, tenants: list[Tenant]) -> di
 async def cancelled_move(cluster: Cluster, tenants: list[Tenant]) -> dict:
     """A small tenant's shard group move cancelled while it copies: it stays where it was, whole."""
     shard, source = cluster.shard_of(tenants[1].name)
-    target = next(w for w in cluster.workers() if w != source)
+    target = next(w for w in cluster.registered() if w != source)
     pid: list[int] = []
     moving = asyncio.create_task(asyncio.to_thread(cluster.move, shard, source, target, pid))
     cancelled = False
     while not moving.done():
         if pid and cluster.copying():
             await asyncio.sleep(0.2)
-            cancelled = bool(cluster.sql("SELECT pg_cancel_backend(%s)", pid[0])[0][0])
+            cancelled = bool(cluster.sql("SELECT pg_cancel_backend(%s::int)", pid[0])[0][0])
             break
         await asyncio.sleep(0.05)
     outcome = "completed before the cancel"
@@ -316,6 +324,29 @@ class Prober:
     async def reference(self) -> dict[tuple[str, str, str], tuple[str, ...]]:
         async with httpx.AsyncClient(base_url=self.load.base_url, timeout=30) as client:
             return {(t.name, q, s): (await self.ask(client, t, q, s)).ids for t in self.load.tenants for q, s in PROBES}
+
+
+async def sample_cpu(load: Load, samples: list[tuple[float, float]], stop: asyncio.Event) -> None:
+    """The machine's CPU busy share (0-100 %, all cores, from /proc/stat) every second: every node, memsys and the
+    load share these cores."""
+
+    def read() -> tuple[int, int]:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = values[3] + values[4]  # idle + iowait
+        return sum(values) - idle, sum(values)
+
+    busy, total = read()
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
+        now_busy, now_total = read()
+        samples.append((round(load.now(), 1), round(100 * (now_busy - busy) / max(1, now_total - total), 1)))
+        busy, total = now_busy, now_total
+
+
+def cpu_between(samples: list[tuple[float, float]], start: float, end: float) -> float | None:
+    chosen = [busy for at, busy in samples if start <= at < end]
+    return round(sum(chosen) / len(chosen), 1) if chosen else None
 
 
 def agreement(answers: list[Probe], reference: dict, start: float, end: float) -> dict:
@@ -386,7 +417,7 @@ async def _drive(config: Config, cluster: Cluster, memsys: Memsys) -> dict:
     memsys.start("serve")
     memsys.start("worker")
     await asyncio.to_thread(memsys.wait_serving)
-    async with Load(memsys.base_url, tenants, config.rate, timeout_s=60) as load:
+    async with Load(memsys.base_url, tenants, config.rate, timeout_s=60, retry_429=True) as load:
         memsys.clock = load.now
         print(f"[{load.now():6.1f}s] preloading {config.big} + 3 x {config.small} messages", flush=True)
         preload = await _preload(load, config, cluster.url)
@@ -397,6 +428,8 @@ async def _drive(config: Config, cluster: Cluster, memsys: Memsys) -> dict:
         weighted = [tenants[0]] * 4 + tenants[1:]
         clients = load.clients(config.clients, stop, weighted)
         probing = asyncio.create_task(prober.run(stop))
+        cpu: list[tuple[float, float]] = []
+        sampling = asyncio.create_task(sample_cpu(load, cpu, stop))
         steps = []
         try:
             await asyncio.sleep(config.warmup_s)
@@ -417,13 +450,24 @@ async def _drive(config: Config, cluster: Cluster, memsys: Memsys) -> dict:
         finally:
             stop.set()
         load_s = load.now()
-        _, late = await asyncio.wait([*clients, probing], timeout=GIVE_UP_S + 10)
+        _, late = await asyncio.wait([*clients, probing, sampling], timeout=GIVE_UP_S + 10)
         for task in late:
             task.cancel()
         drain = await _drain(load, cluster.url)
         reference = await prober.reference()
         db = await asyncio.to_thread(checks.database_checks, cluster.url, load)
-    return _results(config, load, load_s, steps, prober, reference, reference_before, drain, db, memsys.exits, preload)
+    results = _results(
+        config, load, load_s, steps, prober, reference, reference_before, drain, db, memsys.exits, preload
+    )
+    for step in results["steps"]:
+        began, ended = step["began_s"], step["ended_s"]
+        step["cpu_busy_pct"] = {
+            "before": cpu_between(cpu, began - config.settle_s, began),
+            "during": cpu_between(cpu, began, ended),
+            "after": cpu_between(cpu, ended, ended + config.settle_s),
+        }
+    results["cpu_busy_pct"] = cpu
+    return results
 
 
 async def _preload(load: Load, config: Config, owner_url: str) -> dict:
@@ -446,10 +490,18 @@ async def _preload(load: Load, config: Config, owner_url: str) -> dict:
                 "create_time": f"2026-06-01T{(n // 60) % 24:02d}:{n % 60:02d}:00Z",
                 "content": f"{tenant.marker} {PEOPLE[person]} says {text}",
             }  # fmt: skip
-            response = await client.post(
-                "/api/v3/agentic/memorize", json=body, headers={"Authorization": f"Bearer {tenant.key}"}
-            )
-            if response.status_code != 200:
+            for _ in range(20):  # a 429 (the key's fair share) again after its Retry-After, as the client does
+                response = await client.post(
+                    "/api/v3/agentic/memorize", json=body, headers={"Authorization": f"Bearer {tenant.key}"}
+                )
+                if response.status_code != 429:
+                    break
+                await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
+            key = (tenant.name, ARCHIVE, body["message_id"])
+            load.attempted.add(key)  # the invariants count them as the load's: acknowledged, so stored once
+            if response.status_code == 200:
+                load.accepted.add(key)
+            else:
                 failed[response.status_code] += 1
 
     async with httpx.AsyncClient(base_url=load.base_url, timeout=60) as client:
@@ -566,7 +618,7 @@ def report(payload: dict) -> None:
             rows.append(row)
     print_table(rows, list(rows[0]) if rows else [])
     print()
-    columns = ["step", "seconds", "failed", "probes same/answered"]
+    columns = ["step", "seconds", "failed", "probes same/answered", "CPU % before/during"]
     print_table(
         [
             {
@@ -574,6 +626,7 @@ def report(payload: dict) -> None:
                 "seconds": round(s["ended_s"] - s["began_s"], 1),
                 "failed": s["failed"] or "",
                 "probes same/answered": f"{s['probes_during']['same_ids']}/{s['probes_during']['answered']}",
+                "CPU % before/during": f"{s['cpu_busy_pct']['before']}/{s['cpu_busy_pct']['during']}",
             }
             for s in results["steps"]
         ],
@@ -600,6 +653,8 @@ def plot(payload: dict, path: Path) -> Path:
     figure, (counts, latency) = plt.subplots(2, 1, figsize=(11, 6), dpi=72, sharex=True)
     counts.plot([r["t"] for r in timeline], [r["ok"] for r in timeline], linewidth=0.8, label="answered / s")
     counts.plot([r["t"] for r in timeline], [r["failed"] for r in timeline], linewidth=0.8, label="failed / s")
+    cpu = results["cpu_busy_pct"]
+    counts.plot([t for t, _ in cpu], [busy / 10 for _, busy in cpu], linewidth=0.8, label="CPU busy / 10 (%)")
     bins = results["p95_by_5s"]
     latency.plot([b["t"] for b in bins], [b["memorize_p95_ms"] for b in bins], marker="o", markersize=2,
                  linewidth=0.8, label="memorize p95 ms")  # fmt: skip

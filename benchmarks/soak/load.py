@@ -81,6 +81,9 @@ class Load:
     """Requests a second per client."""
     timeout_s: float
     seed: int = 17
+    retry_429: bool = False
+    """memorize retries a 429 too, after its ``Retry-After``, as the Python client does (the soak's burst counts them
+    as refusals instead)."""
     t0: float = field(default_factory=time.monotonic)
     records: list[Record] = field(default_factory=list)
     attempted: set[tuple[str, str, str]] = field(default_factory=set)
@@ -157,7 +160,7 @@ class Load:
             if record.status == 200:
                 self.accepted.add(key)
                 return
-            retryable = record.status is None or record.status == 503
+            retryable = record.status is None or record.status == 503 or (self.retry_429 and record.status == 429)
             if not retryable or time.monotonic() + backoff > give_up:
                 self.gave_up.add(key)
                 return
