@@ -277,25 +277,33 @@ def retrieval(url: str, settings: Settings, queries: dict, now) -> tuple[list[di
     return rows, tops
 
 
-def main() -> None:
-    args = parse_args()
-    directory = args.dir or Path(tempfile.mkdtemp(prefix="memsys-citus-bench-"))
+def corpus_and_queries(args: argparse.Namespace, prefix: str) -> tuple[Path, scale_corpus.Corpus, dict, dict]:
+    """The nodes' directory (``--dir`` or a new one), the corpus of ``--tenants`` × ``--per-tenant`` memories and
+    ``--queries`` queries per tenant (``--anchors``, ``--seed``), and its users and groups."""
+    directory = args.dir or Path(tempfile.mkdtemp(prefix=prefix))
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o777)  # the nodes run as postgres
-    settings = Settings()
     from app.providers.embeddings import create_embedder
 
-    embedder = create_embedder(settings)
-    size = args.tenants * args.per_tenant
+    embedder = create_embedder(Settings())
     users, groups = max(50, args.per_tenant // 50), max(20, args.per_tenant // 200)
-    config = {**{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, "users": users,
-              "groups": groups, "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
-    print(f"citus benchmark: {config}")
-    corpus = scale_corpus.build(size, users, groups, args.anchors, args.seed, cached(embedder, directory))
+    corpus = scale_corpus.build(
+        args.tenants * args.per_tenant, users, groups, args.anchors, args.seed, cached(embedder, directory)
+    )
     queries = {
         tenant_name(i): make_queries(corpus, args.queries, embedder.embed_sync, args.seed + i)
         for i in range(args.tenants)
     }
+    return directory, corpus, queries, {"users": users, "groups": groups}
+
+
+def main() -> None:
+    args = parse_args()
+    settings = Settings()
+    directory, corpus, queries, shape = corpus_and_queries(args, "memsys-citus-bench-")
+    config = {**{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, **shape,
+              "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
+    print(f"citus benchmark: {config}")
     now = scale_corpus.now_utc()
     results: dict[str, dict] = {}
     tops: dict[str, dict] = {}

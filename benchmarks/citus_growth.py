@@ -17,8 +17,6 @@ must hold in memory. JSON to benchmarks/results/citus_growth.json; the nodes are
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,10 +24,9 @@ import psutil
 
 from app.settings import Settings
 from benchmarks import scale_corpus
-from benchmarks.citus import copy_in, prepare, retrieval, tenant_name
+from benchmarks.citus import copy_in, corpus_and_queries, prepare, retrieval
 from benchmarks.citus_online import Cluster
 from benchmarks.common import RESULTS_DIR, print_table, save
-from benchmarks.scale import cached, make_queries
 
 
 def node_cpu_s(cluster: Cluster, nodes: int) -> dict[int, float]:
@@ -56,8 +53,11 @@ def per_worker(cluster: Cluster) -> dict[str, dict]:
         "FROM citus_shards GROUP BY 1 ORDER BY 1"
     )
     return {
-        f"worker{port - cluster.port}": {"memories_shards": n, "mb": round(size / 2**20, 1)} for port, n, size in rows
-    }
+        ("coordinator" if port == cluster.port else f"worker{port - cluster.port}"): {
+            "memories_shards": n, "mb": round(float(size) / 2**20, 1),
+        }
+        for port, n, size in rows
+    }  # fmt: skip
 
 
 def measure(cluster: Cluster, settings: Settings, queries: dict, now) -> dict:
@@ -86,20 +86,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--name", default="citus_growth")
     args = parser.parse_args()
-    directory = args.dir or Path(tempfile.mkdtemp(prefix="memsys-citus-growth-"))
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o777)  # the nodes run as postgres
     settings = Settings()
-    from app.providers.embeddings import create_embedder
-
-    embedder = create_embedder(settings)
-    size = args.tenants * args.per_tenant
-    users, groups = max(50, args.per_tenant // 50), max(20, args.per_tenant // 200)
-    corpus = scale_corpus.build(size, users, groups, args.anchors, args.seed, cached(embedder, directory))
-    queries = {
-        tenant_name(i): make_queries(corpus, args.queries, embedder.embed_sync, args.seed + i)
-        for i in range(args.tenants)
-    }
+    directory, corpus, queries, _ = corpus_and_queries(args, "memsys-citus-growth-")
     now = scale_corpus.now_utc()
     cluster = Cluster(directory, args.port, database="memsys_growth", workers=1, spare=2)
     results: dict[str, object] = {}
@@ -107,7 +95,7 @@ def main() -> None:
         cluster.up()
         memcells = prepare(cluster.url, args.tenants)
         results["copy"] = copy_in(cluster.url, corpus, memcells, args.per_tenant, now)
-        print(f"COPY {size:,} memories: {results['copy']['rows_per_s']:,} rows/s", flush=True)
+        print(f"COPY {results['copy']['rows']:,} memories: {results['copy']['rows_per_s']:,} rows/s", flush=True)
         steps = []
         for workers in (1, 2, 3):
             added = {}

@@ -606,16 +606,8 @@ def _ratio(during: dict, before: dict) -> float | None:
 # ---------------------------------------------------------------------------------------------- output
 def report(payload: dict) -> None:
     results = payload["results"]
-    rows = []
-    for step in results["steps"]:
-        for phase in ("before", "during", "after"):
-            cells = step["phases"][phase]
-            row = {"step": step["step"] if phase == "before" else "", "phase": phase}
-            for op, short in (("memorize", "mem"), ("retrieve_lightweight", "light"), ("retrieve_agentic", "agentic")):
-                cell = cells[op]
-                row[f"{short} p50/p95 ms"] = f"{cell['p50']:.0f}/{cell['p95']:.0f}" if cell["n"] else "-"
-                row[f"{short} ok/err"] = f"{cell['ok']}/{cell['errors']}"
-            rows.append(row)
+    named = [(step["step"], step["phases"]) for step in results["steps"]]
+    rows = checks.phase_rows(named, "step", "p50/p95 ms", lambda cell: f"{cell['p50']:.0f}/{cell['p95']:.0f}")
     print_table(rows, list(rows[0]) if rows else [])
     print()
     columns = ["step", "seconds", "failed", "probes same/answered", "CPU % before/during"]

@@ -8,7 +8,7 @@ no message is listed by two MemCells, and every MemCell has messages pointing to
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -54,6 +54,21 @@ def phase_figures(records: Sequence[Record], start: float, end: float) -> dict[s
             "errors": sum(1 for r in chosen if r.status != 200),
         }
     return figures
+
+
+def phase_rows(named: list[tuple[str, dict]], label: str, heading: str, latency: Callable[[dict], str]) -> list[dict]:
+    """The printed table of a run's faults or steps: per name and phase (before, during, after), each operation's
+    latency (``heading``, ``latency`` of its figures) and ok/errors."""
+    rows = []
+    for name, phases in named:
+        for phase in ("before", "during", "after"):
+            row = {label: name if phase == "before" else "", "phase": phase}
+            for op, short in (("memorize", "mem"), ("retrieve_lightweight", "light"), ("retrieve_agentic", "agentic")):
+                cell = phases[phase][op]
+                row[f"{short} {heading}"] = latency(cell) if cell["n"] else "-"
+                row[f"{short} ok/err"] = f"{cell['ok']}/{cell['errors']}"
+            rows.append(row)
+    return rows
 
 
 def probe_ok(record: Record, op: str) -> bool:

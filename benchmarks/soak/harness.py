@@ -353,15 +353,8 @@ def report(payload: dict) -> None:
     results = payload["results"]
     figures = results["figures"]
     print(f"\nsoak: {figures['requests']} requests in {figures['load_s']} s, {figures['served']} served")
-    rows = []
-    for fault in results["faults"]:
-        for phase in ("before", "during", "after"):
-            cells = fault["phases"][phase]
-            row = {"fault": fault["fault"] if phase == "before" else "", "phase": phase}
-            for op, short in (("memorize", "mem"), ("retrieve_lightweight", "light"), ("retrieve_agentic", "agentic")):
-                row[f"{short} p50/p95/p99 ms"] = _triple(cells[op])
-                row[f"{short} ok/err"] = f"{cells[op]['ok']}/{cells[op]['errors']}"
-            rows.append(row)
+    named = [(fault["fault"], fault["phases"]) for fault in results["faults"]]
+    rows = checks.phase_rows(named, "fault", "p50/p95/p99 ms", _triple)
     print_table(rows, list(rows[0]) if rows else [])
     print()
     columns = ["fault", "first ok after inject s", "first ok after clear s", "backlog drained s", "recovered"]
@@ -392,8 +385,6 @@ def report(payload: dict) -> None:
 
 
 def _triple(cell: dict) -> str:
-    if not cell["n"]:
-        return "-"
     return f"{cell['p50']:.0f}/{cell['p95']:.0f}/{cell['p99']:.0f}"
 
 
