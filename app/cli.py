@@ -393,7 +393,7 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
 def _reembed(settings: Settings, batch_size: int) -> int:
     import asyncio
 
-    from app.db.engine import migrate_schema, resolve_database_url
+    from app.db.engine import resolve_database_url, schema_ready
     from app.memories.reembed import reembed
     from app.providers.embeddings import create_embedder, create_xl_embedder
 
@@ -401,8 +401,7 @@ def _reembed(settings: Settings, batch_size: int) -> int:
         print("memsys reembed: --batch-size must be at least 1", file=sys.stderr)
         return 2
     url = resolve_database_url(settings)
-    if settings.migrate_on_start:
-        migrate_schema(settings, url)
+    schema_ready(settings, url)
     embedder, xl_embedder = create_embedder(settings), create_xl_embedder(settings)
     result = asyncio.run(reembed(url, settings, embedder, batch_size=batch_size, xl_embedder=xl_embedder))
     dimensions = result["dimensions"]
@@ -451,13 +450,12 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
     """Keys are made and revoked with the owner's URL: the service's role may only read them."""
     import asyncio
 
-    from app.db.engine import create_engine, migrate_schema, resolve_database_url
+    from app.db.engine import create_engine, resolve_database_url, schema_ready
     from app.errors import MemsysError
     from app.tenancy import service
 
     url = resolve_database_url(settings)
-    if settings.migrate_on_start:
-        migrate_schema(settings, url)
+    schema_ready(settings, url)
 
     async def run() -> None:
         engine = create_engine(url, settings)

@@ -23,8 +23,8 @@ from app.db.engine import (
     check_service_role,
     create_engine,
     limit_statements,
-    migrate_schema,
     resolve_database_url,
+    schema_ready,
     service_database_url,
 )
 from app.observability import tracing
@@ -114,9 +114,7 @@ def build_runtime(settings: Settings) -> Runtime:
     tracing.configure()  # OpenTelemetry's environment may ask for traces (app.observability.tracing)
     database_url = resolve_database_url(settings)
     service_url = service_database_url(settings, database_url)
-    if settings.migrate_on_start:
-        migrate_schema(settings, database_url)
-    migrate.check_schema(database_url)
+    schema_ready(settings, database_url)
     migrate.check_embedding_dimensions(database_url, settings.embedding_dimensions)
     check_service_role(service_url)
     embedder = create_embedder(settings)  # the model loads later: Runtime.warm_up, or the first embed

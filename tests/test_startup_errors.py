@@ -105,6 +105,7 @@ def test_serving_a_schema_that_is_not_this_codes_is_refused_in_one_line(empty_da
     it, or never migrated is named, with what to do, before anything is served."""
     off = {"MEMSYS_DATABASE_URL": empty_database, "MEMSYS_MIGRATE_ON_START": "false"}
     said_plainly(memsys("serve", "--port", "0", **off), "no memsys schema yet", "memsys migrate")
+    said_plainly(memsys("keys", "create", "--tenant", "acme", **off), "no memsys schema yet", "memsys migrate")
     migrate.upgrade(empty_database, 384, "0020")
     said_plainly(memsys("serve", "--port", "0", **off), "at revision 0020", "run `memsys migrate`")
     migrate.upgrade(empty_database, 384)

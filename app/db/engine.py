@@ -143,6 +143,14 @@ def service_database_url(settings: Settings, owner_url: str) -> str:
     return make_url(sqlalchemy_url(owner_url)).set(username=role, password=None).render_as_string(False)
 
 
+def schema_ready(settings: Settings, owner_url: str) -> None:
+    """Migrate if ``MEMSYS_MIGRATE_ON_START``, then refuse a schema this code does not match (never migrated, behind
+    or ahead of it) in one line (``migrate.check_schema``): every command that opens memsys's tables does this."""
+    if settings.migrate_on_start:
+        migrate_schema(settings, owner_url)
+    migrate.check_schema(owner_url)
+
+
 def migrate_schema(settings: Settings, owner_url: str, *, set_service_password: bool = False) -> None:
     """Apply the migrations as the owner, the service role made or checked first and granted after (app.db.roles)."""
     require_a_session(settings, "Migrations")
