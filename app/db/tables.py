@@ -98,15 +98,18 @@ def _bm25_columns(generated: bool = True) -> tuple[Column, Column]:
     the document length. Generated columns, or (``generated=False``, memories) set to the same values by the trigger
     ``memories_search_columns`` (migration 0032: a generated column before ``tenant_id`` breaks Citus's shard
     split)."""
-    tsv, doc_len = (
-        "to_tsvector('simple'::regconfig, search_tokens)",
-        "COALESCE(array_length(string_to_array(search_tokens, ' '::text), 1), 0)",
-    )
     if not generated:
         return Column("tsv", TSVECTOR, nullable=True), Column("doc_len", Integer, nullable=True)
     return (
-        Column("tsv", TSVECTOR, Computed(tsv, persisted=True), nullable=True),
-        Column("doc_len", Integer, Computed(doc_len, persisted=True), nullable=True),
+        Column(
+            "tsv", TSVECTOR, Computed("to_tsvector('simple'::regconfig, search_tokens)", persisted=True), nullable=True
+        ),
+        Column(
+            "doc_len",
+            Integer,
+            Computed("COALESCE(array_length(string_to_array(search_tokens, ' '::text), 1), 0)", persisted=True),
+            nullable=True,
+        ),
     )
 
 

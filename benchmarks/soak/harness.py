@@ -162,7 +162,7 @@ async def _drive(config: Config, memsys: Memsys, llm: FakeLLM, embedder: FakeLLM
         _, late = await asyncio.wait([*clients, *faults.background], timeout=GIVE_UP_S + 10)
         for task in late:
             task.cancel()
-        drain = await _drain(config, load, owner_url)
+        drain = await drain_backlog(load, owner_url, config.drain_s)
         sampling.cancel()
         # The drain's last reading is the run's last sample: a backlog that drained between the sampler's
         # one-second ticks still counts as drained for the fault injected last.
@@ -301,11 +301,12 @@ async def _backlog(conn: psycopg.AsyncConnection) -> tuple:
     return await (await conn.execute(checks.BACKLOG_SQL)).fetchone()
 
 
-async def _drain(config: Config, load: Load, owner_url: str) -> dict:
-    """After the load: flush every group (closing its open episode; retried until answered), then wait until
-    no message is pending and no formation job is open, at most ``drain_s``."""
+async def drain_backlog(load: Load, owner_url: str, limit_s: float, groups: tuple[str, ...] | None = None) -> dict:
+    """Flush each tenant's groups (``groups``: these in every tenant instead; closing their open episodes, each
+    retried until answered), then wait until no message is pending and no formation job is open: at most
+    ``limit_s`` in all."""
     began = load.now()
-    deadline = began + config.drain_s
+    deadline = began + limit_s
 
     async def flush(client: httpx.AsyncClient, tenant: Tenant, group: str) -> str:
         headers = {"Authorization": f"Bearer {tenant.key}"}
@@ -323,7 +324,7 @@ async def _drain(config: Config, load: Load, owner_url: str) -> dict:
         return answer
 
     async with httpx.AsyncClient(base_url=load.base_url, timeout=60) as client:
-        answers = await asyncio.gather(*(flush(client, t, g) for t in load.tenants for g in t.groups))
+        answers = await asyncio.gather(*(flush(client, t, g) for t in load.tenants for g in groups or t.groups))
     flushed_s = load.now() - began
     while True:
         error = None
