@@ -9,7 +9,7 @@
 # Idempotent: a build already installed and nodes already running are reused. Ports: MEMSYS_CITUS_PORT (9700) for
 # the coordinator, the next ones for the workers. MEMSYS_CITUS_WORKERS (2) workers are registered; MEMSYS_CITUS_SPARE
 # (0) more are started with the databases and Citus ready but not registered: a machine an operator adds with
-# `citus_add_node` (docs/scaling.md, "Adding a worker while memsys serves"). Every node runs with wal_level = logical,
+# `citus_add_node` (docs/scaling.md, "Growing a cluster while memsys serves"). Every node runs with wal_level = logical,
 # which Citus's online shard moves need. Local connections are trusted: a development or CI cluster, not a
 # production one (see docs/scaling.md).
 set -euo pipefail
