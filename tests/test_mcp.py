@@ -39,12 +39,18 @@ async def _round_trip(client: Client, group: str) -> None:
 
     for sender, content in CONVERSATION[:-1]:
         stored = _result(
-            await client.call_tool("add_memory", {"content": content, "user_id": sender, "group_id": group})
+            await client.call_tool(
+                "add_memory",
+                {"content": content, "user_id": sender, "group_id": group, "metadata": {"channel": "chat"}},
+            )
         )
         assert stored["stored"] is True and stored["status"] == "accumulated"
     sender, content = CONVERSATION[-1]
     flushed = _result(
-        await client.call_tool("add_memory", {"content": content, "user_id": sender, "group_id": group, "flush": True})
+        await client.call_tool(
+            "add_memory",
+            {"content": content, "user_id": sender, "group_id": group, "metadata": {"channel": "chat"}, "flush": True},
+        )
     )
     assert flushed["status"] == "extracted" and flushed["memories"]
     assert any("Lisbon" in memory["content"] for memory in flushed["memories"])
@@ -52,6 +58,15 @@ async def _round_trip(client: Client, group: str) -> None:
     found = _result(await client.call_tool("search_memories", {"query": "Where does Alice live?", "user_id": "alice"}))
     assert found["count"] >= 1 and "Lisbon" in found["memories"][0]["content"]
     assert all(memory["user_id"] in ("alice", None) for memory in found["memories"])
+
+    # The caller's metadata, carried to the memories, filters the search.
+    question = {"query": "Where does Alice live?", "memory_type": "event_log"}
+    by_channel = _result(await client.call_tool("search_memories", {**question, "filters": {"channel": "chat"}}))
+    assert by_channel["count"] >= 1 and "Lisbon" in by_channel["memories"][0]["content"]
+    other = _result(await client.call_tool("search_memories", {**question, "filters": {"channel": {"in": ["email"]}}}))
+    assert other["count"] == 0
+    refused = await client.call_tool("search_memories", {**question, "filters": {"channel": {"like": "c%"}}})
+    assert refused.is_error and "filters.channel.like" in refused.content[0].text
 
     profile = _result(await client.call_tool("get_profile", {"user_id": "alice"}))
     assert profile["user_id"] == "alice" and [p["group_id"] for p in profile["profiles"]] == [group]

@@ -49,7 +49,9 @@ def build_server(runtime_of: RuntimeOf) -> MCPServer:
         description="Store one message of a conversation in long-term memory. Memories (episodes, facts, "
         "the user's profile) are formed from the messages in the background; pass flush=true to form them "
         "now (for example at the end of a conversation) and get them back. Without group_id the message "
-        "goes to user_id's personal notes, and the sender must then be the user."
+        "goes to user_id's personal notes, and the sender must then be the user. metadata: your own JSON object "
+        "(up to 8 KB, for example {\"channel\": \"support\", \"tags\": [\"billing\"]}), carried to the memories "
+        "formed from the message, so that search_memories' filters find them by it."
     )
     async def add_memory(
         ctx: Context,
@@ -58,6 +60,7 @@ def build_server(runtime_of: RuntimeOf) -> MCPServer:
         group_id: str | None = None,
         sender: str | None = None,
         sender_name: str | None = None,
+        metadata: dict[str, Any] | None = None,
         flush: bool = False,
     ) -> dict[str, Any]:
         runtime = runtime_of(ctx)
@@ -72,6 +75,7 @@ def build_server(runtime_of: RuntimeOf) -> MCPServer:
             sender=sender,
             sender_name=sender_name,
             content=content,
+            metadata=metadata,
         )
         message, result = await _called(memorize.memorize(runtime, request))
         answer: dict[str, Any] = {"stored": True, "message_id": request.message_id, "status": result.status_info}
@@ -86,14 +90,19 @@ def build_server(runtime_of: RuntimeOf) -> MCPServer:
     @server.tool(
         description="Search long-term memory with a question or keywords (hybrid vector + keyword search). "
         "Filter by user_id and/or group_id. memory_type: episode (what happened, the default), event_log "
-        "(atomic facts), semantic_memory (lasting facts and plans). Returns the best memories first."
+        "(atomic facts), semantic_memory (lasting facts and plans), agent_case and agent_skill (what an agent did "
+        "and learned). filters: conditions on your metadata, scopes and time, for example {\"channel\": "
+        "\"support\"}, {\"tags\": {\"contains\": \"billing\"}} or {\"OR\": [{\"plan\": \"pro\"}, "
+        "{\"timestamp\": {\"gte\": \"2026-01-01\"}}]} (operators eq ne in nin gt gte lt lte contains exists; AND, OR, "
+        "NOT). Returns the best memories first."
     )
     async def search_memories(
         ctx: Context,
         query: str,
         user_id: str | None = None,
         group_id: str | None = None,
-        memory_type: Literal["episode", "event_log", "semantic_memory"] = "episode",
+        memory_type: Literal["episode", "event_log", "semantic_memory", "agent_case", "agent_skill"] = "episode",
+        filters: dict[str, Any] | None = None,
         top_k: int = 10,
     ) -> dict[str, Any]:
         request = _parsed(
@@ -102,6 +111,7 @@ def build_server(runtime_of: RuntimeOf) -> MCPServer:
             user_id=user_id,
             group_id=group_id,
             data_source=memory_type,
+            filters=filters,
             top_k=top_k,
         )
         message, result = await _called(retrieval.retrieve(runtime_of(ctx), request))
