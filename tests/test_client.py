@@ -201,6 +201,7 @@ def test_refusals_are_typed_errors_with_the_envelope(server, keys, acme):
         acme.retrieve_lightweight(query="x", top_k=1000)
     assert refused.value.status == 400 and refused.value.code == "INVALID_PARAMETER"
     assert "top_k" in refused.value.message and refused.value.path == f"{V3}/retrieve_lightweight"
+    assert refused.value.request_id and refused.value.request_id == refused.value.body["request_id"]
 
     for key in ("", "msk_not_a_key"):  # no key on a server that has keys, and a wrong key
         with Memsys(server.base_url, api_key=key, retries=0) as client, pytest.raises(Unauthorized) as refused:

@@ -295,6 +295,37 @@ def test_a_filter_reaches_every_leg_and_pending_messages(client: TestClient, dat
     assert refused.json()["message"].startswith("Invalid field filters.plan.like: unknown operator"), refused.json()
 
 
+def test_a_fact_carries_its_own_messages_metadata_and_an_episode_all_of_theirs(client: TestClient) -> None:
+    said = [("support", "My invoice for March was charged twice"), ("sales", "I want a quote for forty seats")]
+    for i, (channel, content) in enumerate(said):
+        _memorize(client, "g_channels", i, content, metadata={"channel": channel, f"from_{channel}": True})
+    assert client.post(FLUSH, json={"group_id": "g_channels"}).json()["result"]["status_info"] == "extracted"
+    listed = client.get("/api/v3/agentic/memories", params={"group_id": "g_channels", "limit": 100}).json()["result"]
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for memory in listed["memories"]:
+        by_type.setdefault(memory["memory_type"], []).append(memory)
+    facts = by_type["event_log"]
+    assert {fact["custom_metadata"]["channel"] for fact in facts} == {"support", "sales"}
+    for fact in facts:
+        channel = "support" if "invoice" in fact["content"] else "sales"
+        assert fact["custom_metadata"] == {"channel": channel, f"from_{channel}": True}, fact
+    # The group's episode and its participant's copy: every message's metadata, the later channel winning.
+    assert by_type["episode"]
+    for episode in by_type["episode"]:
+        assert episode["custom_metadata"] == {"channel": "sales", "from_support": True, "from_sales": True}
+
+    def found(flt: dict[str, Any]) -> list[str]:
+        response = client.post(
+            SEARCH,
+            json={"query": "invoice quote", "data_source": "event_log", "group_id": "g_channels", "filters": flt},
+        )
+        assert response.status_code == 200, response.text
+        return [m["content"] for m in response.json()["result"]["memories"]]
+
+    assert found({"channel": "support"}) and all("invoice" in content for content in found({"channel": "support"}))
+    assert found({"channel": "sales"}) and all("quote" in content for content in found({"channel": "sales"}))
+
+
 def test_metadata_is_bounded_on_memorize(client: TestClient) -> None:
     body = {"group_id": "g", "message_id": "m1", "create_time": START.isoformat(), "sender": "u", "content": "hi"}
     too_big = client.post(MEMORIZE, json={**body, "metadata": {"blob": "x" * 9000}})

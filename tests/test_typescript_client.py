@@ -116,7 +116,7 @@ def test_the_client_passes_its_node_tests_against_a_live_server(server, keys):
         "MEMSYS_SEEDED_USER": SEEDED_USER,
     }
     output = run(["node", "--test", "test/"], cwd=client, timeout=120, env=env)
-    assert "# fail 0" in output and "# pass 5" in output, output
+    assert "# fail 0" in output and "# pass 6" in output, output
     # Stored through the client: found over plain HTTP, formed by the flush the client asked for.
     body = {"query": "Lisbon marathon", "user_id": "ts-ana"}
     found = httpx.post(
@@ -133,3 +133,30 @@ def test_the_docs_example_runs_as_written(server, keys, tmp_path):
     )
     assert "alice: I moved to Porto last spring" in output
     assert "INVALID_PARAMETER 400" in output and "group_id" in output
+
+
+def test_the_docs_typed_snippet_compiles(tmp_path):
+    """The page's ``ts`` snippet (a filtered search) type-checks against the client's declarations."""
+    node_or_skip()
+    client = built_client()
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "memsys-client").symlink_to(client)
+    snippet = 'import { MemsysClient } from "memsys-client";\nconst memsys = new MemsysClient();\n'
+    (tmp_path / "snippet.ts").write_text(snippet + doc_example(DOC, "ts") + "export {};\n")
+    (tmp_path / "package.json").write_text('{"type": "module"}')
+    (tmp_path / "tsconfig.json").write_text(
+        '{"compilerOptions": {"target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext",'
+        ' "lib": ["ES2022", "DOM"], "strict": true, "noEmit": true, "skipLibCheck": true}, "files": ["snippet.ts"]}'
+    )
+    run([str(client / "node_modules" / ".bin" / "tsc"), "-p", str(tmp_path)], cwd=tmp_path, timeout=120)
+    # A filter of the wrong shape does not.
+    (tmp_path / "snippet.ts").write_text(
+        snippet + "await memsys.retrieveLightweight({ filters: { OR: 3 } });\nexport {};\n"
+    )
+    refused = subprocess.run(
+        [str(client / "node_modules" / ".bin" / "tsc"), "-p", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode != 0 and "not assignable to type 'Filter[]'" in refused.stdout, refused.stdout

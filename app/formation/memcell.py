@@ -28,9 +28,17 @@ class MemCell:
         """What its memories carry of its messages' scopes and metadata (migration 0029): the app, project and
         session of its last message, the first agent named, and the messages' metadata merged in order (a later
         message's key wins)."""
+        return self.scope_of(self.message_ids)
+
+    def scope_of(self, message_ids: list[str]) -> dict[str, Any]:
+        """The scope of a memory formed from ``message_ids``: the cell's scopes, and the metadata of those messages
+        only, merged in order (a fact said in one message carries that message's metadata; an episode, formed from
+        them all, every message's). Ids of none of its messages: the whole cell's metadata."""
         last = self.messages[-1]
+        named = set(message_ids)
+        sources = [message for message in self.messages if message["message_id"] in named] or self.messages
         merged: dict[str, Any] = {}
-        for message in self.messages:
+        for message in sources:
             merged.update(message.get("custom_metadata") or {})
         return {
             "app_id": last.get("app_id", "default"),

@@ -315,9 +315,19 @@ async def _close(
     with metrics.FORMATION_WRITE_SECONDS.time():
         async with conn.begin():
             memcell_id = await repo.insert_memcell(conn, _memcell_row(context, cell, extraction))
-            scope = cell.scope
             new = [
-                (draft, _new_memory(draft, memcell_id, vector, runtime.embedder.name, xl_vector, draft_tokens, scope))
+                (
+                    draft,
+                    _new_memory(
+                        draft,
+                        memcell_id,
+                        vector,
+                        runtime.embedder.name,
+                        xl_vector,
+                        draft_tokens,
+                        cell.scope_of(draft.source_message_ids),
+                    ),
+                )
                 for draft, vector, xl_vector, draft_tokens in drafts
             ]
             known = await supersession.earlier(conn, _stating(extraction.drafts))

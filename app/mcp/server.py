@@ -50,7 +50,7 @@ def build_server(runtime_of: RuntimeOf) -> MCPServer:
         "the user's profile) are formed from the messages in the background; pass flush=true to form them "
         "now (for example at the end of a conversation) and get them back. Without group_id the message "
         "goes to user_id's personal notes, and the sender must then be the user. metadata: your own JSON object "
-        "(up to 8 KB, for example {\"channel\": \"support\", \"tags\": [\"billing\"]}), carried to the memories "
+        '(up to 8 KB, for example {"channel": "support", "tags": ["billing"]}), carried to the memories '
         "formed from the message, so that search_memories' filters find them by it."
     )
     async def add_memory(
@@ -91,9 +91,9 @@ def build_server(runtime_of: RuntimeOf) -> MCPServer:
         description="Search long-term memory with a question or keywords (hybrid vector + keyword search). "
         "Filter by user_id and/or group_id. memory_type: episode (what happened, the default), event_log "
         "(atomic facts), semantic_memory (lasting facts and plans), agent_case and agent_skill (what an agent did "
-        "and learned). filters: conditions on your metadata, scopes and time, for example {\"channel\": "
-        "\"support\"}, {\"tags\": {\"contains\": \"billing\"}} or {\"OR\": [{\"plan\": \"pro\"}, "
-        "{\"timestamp\": {\"gte\": \"2026-01-01\"}}]} (operators eq ne in nin gt gte lt lte contains exists; AND, OR, "
+        'and learned). filters: conditions on your metadata, scopes and time, for example {"channel": '
+        '"support"}, {"tags": {"contains": "billing"}} or {"OR": [{"plan": "pro"}, '
+        '{"timestamp": {"gte": "2026-01-01"}}]} (operators eq ne in nin gt gte lt lte contains exists; AND, OR, '
         "NOT). Returns the best memories first."
     )
     async def search_memories(

@@ -35,6 +35,11 @@ class MemsysError(Exception):
     def path(self) -> str | None:
         return self.body.get("path")
 
+    @property
+    def request_id(self) -> str | None:
+        """The request's id (``X-Request-Id``), as the server's log lines carry it: quote it when reporting."""
+        return self.body.get("request_id")
+
     def __str__(self) -> str:
         status = f"{self.status} " if self.status is not None else ""
         return f"{status}{self.code}: {self.message}"

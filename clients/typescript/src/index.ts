@@ -34,6 +34,16 @@ export interface MemorizeRequest {
   group_id?: string;
   group_name?: string;
   refer_list?: string[];
+  /** Your own JSON object (up to 8 KB, 4 levels): carried to the memories formed from the message; `filters` find
+   * them by it. */
+  metadata?: Record<string, Json>;
+  /** Scopes (default `"default"`): your application and a project within it. */
+  app_id?: string;
+  project_id?: string;
+  /** Scope: the agent the conversation is with. */
+  agent_id?: string;
+  /** Scope: the conversation; defaults to `group_id`. */
+  session_id?: string;
 }
 
 export interface SavedMemory {
@@ -68,7 +78,25 @@ export interface FlushRequest {
 }
 
 export type RetrievalMode = "rrf" | "embedding" | "bm25";
-export type DataSource = "episode" | "event_log" | "semantic_memory" | "profile";
+export type DataSource = "episode" | "event_log" | "semantic_memory" | "agent_case" | "agent_skill" | "profile";
+
+/** The filter language's operators (docs/filters.md). */
+export type FilterOperator = "eq" | "ne" | "in" | "nin" | "gt" | "gte" | "lt" | "lte" | "contains" | "exists";
+
+/** A field's condition: a value (equality) or operators with their operands, `{ gte: 3, lt: 10 }`. */
+export type FilterCondition = Json | { [operator in FilterOperator]?: Json };
+
+/**
+ * Scopes (`app_id`, `project_id`, `agent_id`, `session_id`, `user_id`, `group_id`), `timestamp` and your metadata's
+ * keys (`plan` or `metadata.plan`, dotted for nesting), combined with `AND` / `OR` (lists) and `NOT`:
+ * `{ plan: "pro", OR: [{ channel: "email" }, { tags: { contains: "vip" } }] }`.
+ */
+export type Filter = {
+  AND?: Filter[];
+  OR?: Filter[];
+  NOT?: Filter;
+  [field: string]: FilterCondition | Filter[] | Filter | undefined;
+};
 
 export interface ScopedSearch {
   user_id?: string;
@@ -82,6 +110,8 @@ export interface ScopedSearch {
   /** ISO 8601: what was true at that time. */
   as_of?: string;
   explain?: boolean;
+  /** Scopes, time and your metadata (docs/filters.md); a bad node is an `InvalidParameterError` naming it. */
+  filters?: Filter;
 }
 
 export interface RetrieveLightweightRequest extends ScopedSearch {
@@ -215,6 +245,8 @@ export class MemsysError extends Error {
   override name = "MemsysError";
   /** From the answer's Retry-After (a 429), in milliseconds. */
   retryAfterMs?: number;
+  /** The request's id (`X-Request-Id`), as the server's log lines carry it: quote it when reporting a failure. */
+  requestId?: string;
   constructor(
     message: string,
     readonly status: number,
@@ -384,6 +416,8 @@ function errorOf(response: Response, parsed: unknown, text: string, path: string
   const error = new kind(message, response.status, code, typeof envelope["path"] === "string" ? envelope["path"] : path, parsed);
   const retryAfter = Number(response.headers.get("retry-after"));
   if (Number.isFinite(retryAfter) && retryAfter > 0) error.retryAfterMs = retryAfter * 1000;
+  const requestId = typeof envelope["request_id"] === "string" ? envelope["request_id"] : response.headers.get("x-request-id");
+  if (requestId) error.requestId = requestId;
   return error;
 }
 

@@ -100,6 +100,41 @@ test("one memory is read, corrected, deleted and restored, with its history", as
   await assert.rejects(other.getMemory(id), (error) => error instanceof NotFoundError);
 });
 
+test("your metadata and scopes are carried to the memories, and filters find them", async () => {
+  const said = [
+    ["ts-m1", "support", "My invoice for March was charged twice"],
+    ["ts-m2", "sales", "I would like a quote for forty seats"],
+  ];
+  for (const [message_id, channel, content] of said) {
+    await memsys.memorize({
+      message_id,
+      create_time: "2025-06-01T10:00:00Z",
+      sender: "ts-meta",
+      content,
+      metadata: { channel, tags: ["ts"] },
+      app_id: "ts-app",
+    });
+  }
+  await memsys.flush({ sender: "ts-meta" });
+  const question = { query: "invoice charged twice quote seats", user_id: "ts-meta", data_source: "event_log" };
+  const support = await memsys.retrieveLightweight({ ...question, filters: { channel: "support", app_id: "ts-app" } });
+  assert.ok(support.count >= 1);
+  assert.ok(support.memories.every((m) => m.content.includes("invoice")));
+  const either = await memsys.retrieveLightweight({
+    ...question,
+    filters: { OR: [{ channel: "sales" }, { channel: { in: ["support"] } }], tags: { contains: "ts" } },
+  });
+  assert.ok(either.memories.some((m) => m.content.includes("invoice")) && either.memories.some((m) => m.content.includes("quote")));
+  const elsewhere = await memsys.retrieveLightweight({ ...question, filters: { app_id: "another-app" } });
+  assert.equal(elsewhere.count, 0);
+  await assert.rejects(memsys.retrieveLightweight({ ...question, filters: { channel: { like: "s%" } } }), (error) => {
+    assert.ok(error instanceof InvalidParameterError);
+    assert.match(error.message, /filters\.channel\.like/);
+    assert.ok(error.requestId && error.requestId.length > 0);
+    return true;
+  });
+});
+
 test("errors are typed and carry the envelope's code", async () => {
   await assert.rejects(memsys.memorize({ message_id: "x", create_time: "2025-05-01T10:00:00Z", sender: "u" }), (error) => {
     assert.ok(error instanceof InvalidParameterError && error instanceof MemsysError);
