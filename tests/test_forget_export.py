@@ -104,6 +104,9 @@ def test_export_holds_messages_memories_and_profiles(client: TestClient, databas
     assert export["format"] == "memsys.user-export" and export["version"] == 1 and export["tenant"] == "acme"
     assert [m["message_id"] for m in export["messages"]] == ["msg_002", "msg_004"]
     assert all(m["sender"] == "user_002" and m["create_time"].startswith("2025-01-15") for m in export["messages"])
+    # A message's scopes and the caller's metadata are part of it.
+    assert all(m["app_id"] == "default" and m["custom_metadata"] == {} for m in export["messages"])
+    assert {"role", "project_id", "agent_id", "session_id"} <= set(export["messages"][0])
     types = {m["memory_type"] for m in export["memories"]}
     assert types == {"episode", "event_log"}
     assert all(m["timestamp"] and m["memcell_id"] for m in export["memories"])

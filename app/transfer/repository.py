@@ -32,10 +32,16 @@ MESSAGE_COLUMNS = [
     messages.c.create_time,
     messages.c.sender,
     messages.c.sender_name,
+    messages.c.role,
     messages.c.content,
     messages.c.refer_list,
     messages.c.status,
     messages.c.received_at,
+    messages.c.app_id,
+    messages.c.project_id,
+    messages.c.agent_id,
+    messages.c.session_id,
+    messages.c.custom_metadata,
 ]
 
 
