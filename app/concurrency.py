@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 
 PRINCIPAL: ContextVar[str | None] = ContextVar("memsys_principal", default=None)
@@ -31,9 +31,10 @@ class Slots:
     @contextlib.asynccontextmanager
     async def slot(
         self, wait_s: float, refused: Callable[[], Exception], over_share: Callable[[], Exception] | None = None
-    ) -> AsyncIterator[None]:
+    ) -> AsyncIterator[Callable[[], Awaitable[None]]]:
         """Hold a slot while inside. A principal over its share gets ``over_share()`` at once (without it, it
-        waits for one of its own to end); ``refused()`` when no slot frees within ``wait_s``."""
+        waits for one of its own to end); ``refused()`` when no slot frees within ``wait_s``. Yields ``release``,
+        which gives the slot back before the block ends (once; leaving the block then releases nothing)."""
         who = PRINCIPAL.get() if self.per_principal < self.size else None
         async with contextlib.AsyncExitStack() as held:
             deadline = asyncio.get_running_loop().time() + wait_s
@@ -45,7 +46,7 @@ class Slots:
                 held.callback(self._leave, who, own)
                 await held.enter_async_context(_taken(own.slots, deadline, refused))
             await held.enter_async_context(_taken(self._all, deadline, refused))
-            yield
+            yield held.aclose
 
     def _leave(self, who: str, own: _Share) -> None:
         own.users -= 1

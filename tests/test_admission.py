@@ -126,6 +126,21 @@ def test_a_key_over_its_share_gets_429_and_the_other_tenant_is_served(server, ke
     assert refused.json()["code"] == "TOO_MANY_REQUESTS" and "MEMSYS_TENANT_SHARE" in refused.json()["message"]
 
 
+def test_a_key_using_exactly_its_share_is_never_refused(server, keys):
+    """Two clients of one key (its share), each sending its next request as soon as it has the answer: the slot is
+    free by the time the answer arrives, so neither ever meets a 429."""
+    headers = bearer(keys["good"])
+
+    def one_after_another(n: int) -> list[int]:
+        with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as http:
+            body = {"query": "launch", "group_id": "g1", "top_k": 1, "retrieval_mode": "bm25"}
+            return [http.post(RETRIEVE, json=body).status_code for _ in range(n)]
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        statuses = [status for run in pool.map(one_after_another, [60, 60]) for status in run]
+    assert statuses == [200] * 120, sorted(set(statuses))
+
+
 def test_slow_bodies_hold_no_slot_and_are_cut_off(server, keys):
     head = (
         f"POST {RETRIEVE} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {keys['noisy']}\r\n"

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import hashlib
 import ipaddress
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 from litestar.datastructures import Headers
@@ -74,8 +75,9 @@ class RequestLimit(ASGIMiddleware):
             return  # nobody to answer
         PRINCIPAL.set(principal)
         try:
-            async with self._slots.slot(self._settings.request_queue_seconds, self._busy, self._over_share):
-                await _run_bounded(next_app, scope, body, receive, send, self._settings.request_timeout_seconds)
+            async with self._slots.slot(self._settings.request_queue_seconds, self._busy, self._over_share) as release:
+                timeout_s = self._settings.request_timeout_seconds
+                await _run_bounded(next_app, scope, body, receive, send, timeout_s, before_last=release)
         except TooManyRequests:
             # Answered after the Retry-After it names, holding no slot: a key that floods without waiting for
             # its answers sends one request per connection every two seconds, not thousands that each cost CPU
@@ -156,9 +158,17 @@ class ClientGone(Exception):
 
 
 async def _run_bounded(
-    next_app: ASGIApp, scope: Scope, body: bytes, receive: Receive, send: Send, timeout_s: float
+    next_app: ASGIApp,
+    scope: Scope,
+    body: bytes,
+    receive: Receive,
+    send: Send,
+    timeout_s: float,
+    before_last: Callable[[], Awaitable[None]],
 ) -> None:
-    """Run the app on the body already read, stopped after ``timeout_s`` or when the client disconnects."""
+    """Run the app on the body already read, stopped after ``timeout_s`` or when the client disconnects.
+    ``before_last`` runs before the answer's last part is sent: the request's slot is free by the time its client
+    can send the next one (a key using exactly its share would otherwise race its own answers into 429s)."""
     gone = asyncio.Event()
     started = False
     replayed = False
@@ -174,6 +184,8 @@ async def _run_bounded(
     async def sending(message: Message) -> None:
         nonlocal started
         started = True
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            await before_last()
         await send(message)
 
     async def watch() -> None:

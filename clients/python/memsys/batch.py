@@ -2,9 +2,9 @@
 
 A server gives one API key a share of its request slots (``MEMSYS_TENANT_SHARE``: 8 of a default server's 64, the
 key's requests waiting for a slot included) and answers a request beyond it 429 with a ``Retry-After``, after holding
-it that long. A slot is freed a moment after its answer has been sent, so a batch that keeps exactly the share in
-flight sends its next request into a slot not yet free and is refused now and then (2 to 8 of 419 messages at 8);
-and the application may be using the same key meanwhile. So the batch starts below a default key's share
+it that long. The server frees a request's slot before the last part of its answer is sent, so a batch that keeps
+exactly the share in flight is not refused by its own requests; but the application may be using the same key
+meanwhile, and other servers may be configured with a smaller share. So the batch starts below a default key's share
 (``DEFAULT_CONCURRENCY``), and on a 429 it halves its window (once per ``Retry-After``: the requests already in flight
 then are refused as one signal), takes the window that was refused, less one, as its ceiling from then on, and waits
 the ``Retry-After`` before sending the refused message again. It grows back by one request per ``Retry-After`` without
@@ -28,9 +28,8 @@ from memsys.errors import MemsysError, RateLimited
 from memsys.retries import RetryPolicy
 
 DEFAULT_CONCURRENCY = 4
-"""Half a key's share of a default server (64 slots x 0.125 = 8): a finished request holds its slot a moment after
-its answer, longer on a busy server (at 6, one of 419 messages was still refused in one run of three), and the
-application may be using the same key meanwhile."""
+"""Half a key's share of a default server (64 slots x 0.125 = 8): the other half stays for the application's own
+requests with the same key."""
 
 
 class Pace:
