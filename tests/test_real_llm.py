@@ -24,8 +24,8 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
-from app.formation import reconciliation
-from app.formation.memcell import Draft
+from app.formation import agent_memory, reconciliation
+from app.formation.memcell import Draft, MemCell
 from app.http.app import create_app
 from app.providers import local_model
 from app.providers.llm import LLMClient
@@ -280,9 +280,9 @@ def _candidates() -> list[dict]:
     ]
 
 
-def _reconcile(settings: Settings, llama_url: str, fact: str) -> reconciliation.Verdict:
-    """One reconciliation call to the real model, as formation's worker makes it."""
-    llm = LLMClient.from_settings(
+def _real_llm(settings: Settings, llama_url: str) -> LLMClient:
+    """The client formation's worker would have for the local model."""
+    return LLMClient.from_settings(
         settings.model_copy(
             update={
                 "llm_base_url": llama_url,
@@ -294,6 +294,11 @@ def _reconcile(settings: Settings, llama_url: str, fact: str) -> reconciliation.
             }
         )
     )
+
+
+def _reconcile(settings: Settings, llama_url: str, fact: str) -> reconciliation.Verdict:
+    """One reconciliation call to the real model, as formation's worker makes it."""
+    llm = _real_llm(settings, llama_url)
     june = datetime(2026, 6, 15, 19, tzinfo=UTC)
     draft = Draft("semantic_memory", fact, june, ["m9"], user_id="alice", metadata={"extraction": "llm"})
     return asyncio.run(reconciliation.verdict(llm, draft, _candidates()))
@@ -319,3 +324,65 @@ def test_reconciliation_with_the_real_model_recognises_a_restatement(settings: S
     found = _reconcile(settings, llama_url, "Alice still lives in Paris.")
     assert found.error is None, found
     assert found.decision != "supersede", found.answer
+
+
+def _agent_session(turns: list[tuple[str, str, str | None]]) -> MemCell:
+    """An agent's session as formation reads it: (role, content, tool called) per message."""
+    start = datetime(2026, 6, 15, 19, tzinfo=UTC)
+    return MemCell(
+        [
+            {
+                "id": n,
+                "message_id": f"a{n}",
+                "sender": "helper-bot" if role != "user" else "dana",
+                "role": role,
+                "content": content,
+                "create_time": start,
+                "agent_id": "helper-bot",
+                "custom_metadata": {"tool_calls": [{"id": f"c{n}", "name": tool}]} if tool else {},
+            }
+            for n, (role, content, tool) in enumerate(turns)
+        ],
+        reason="flush",
+    )
+
+
+def test_an_agents_case_is_read_by_the_real_model(settings: Settings, llama_url: str):
+    """A successful and a failed session, each read by the model into intent, approach and quality (schema-
+    constrained): both are its answers, not the rules' fallback, each names its task, and the failed run scores
+    below the successful one."""
+    sessions = {
+        "weather": _agent_session(
+            [
+                ("user", "What will the weather be in Lisbon tomorrow?", None),
+                ("assistant", "Let me check the forecast.", "get_weather"),
+                ("tool", "Lisbon, tomorrow: sunny, 24 degrees, light wind.", None),
+                ("assistant", "Tomorrow in Lisbon it will be sunny and about 24 degrees.", None),
+            ]
+        ),
+        "booking": _agent_session(
+            [
+                ("user", "Book a table for two at Casa Pasta tonight at 8pm.", None),
+                ("assistant", "Booking it now.", "book_table"),
+                ("tool", "Error: the booking service timed out.", None),
+                ("assistant", "Trying again.", "book_table"),
+                ("tool", "Error: the booking service timed out.", None),
+                ("assistant", "Sorry, I could not book the table: the booking service is not answering.", None),
+            ]
+        ),
+    }
+
+    async def read_all() -> dict[str, dict]:
+        llm = _real_llm(settings, llama_url)  # one client, one event loop
+        cases = {}
+        for name, cell in sessions.items():
+            by_rules = agent_memory.case_of(cell, None)
+            assert by_rules is not None
+            cases[name] = (await agent_memory.with_llm(llm, by_rules, cell, "en")).metadata
+        return cases
+
+    cases = asyncio.run(read_all())
+    assert all(case["extraction"] == "llm" for case in cases.values()), cases
+    assert "weather" in cases["weather"]["task_intent"].lower(), cases["weather"]
+    assert any(word in cases["booking"]["task_intent"].lower() for word in ("book", "table", "reserv")), cases
+    assert cases["booking"]["quality_score"] < cases["weather"]["quality_score"], cases
