@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP service")
     serve.add_argument("--host", default=None, help="address to bind (default MEMSYS_HOST or 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port (default MEMSYS_PORT or 1995)")
+    serve.add_argument("--port", type=int, default=None, help="port (default MEMSYS_PORT or 1995; 0: a free one)")
     worker = commands.add_parser("worker", help="run formation workers in this process (next to memsys serve)")
     worker.add_argument("--concurrency", type=int, default=2, help="streams formed at the same time (default 2)")
     mcp = commands.add_parser("mcp", help="serve memsys's MCP tools over stdio (for an agent's MCP config)")
@@ -167,7 +167,7 @@ def _import_uncollected(modules: tuple[str, ...]) -> None:
 
 def _run(args: argparse.Namespace, settings: Settings, verbose: bool) -> int:
     if args.command == "serve":
-        return _serve(settings, args.host or settings.host, args.port or settings.port, verbose)
+        return _serve(settings, args.host or settings.host, settings.port if args.port is None else args.port, verbose)
     if args.command == "worker":
         return _worker(settings, args.concurrency)
     if args.command == "mcp":
@@ -202,8 +202,9 @@ def _serve(settings: Settings, host: str, port: int, verbose: bool) -> int:
     # uvicorn raises SIGTERM again once it has shut down gracefully: end then through the exit hooks, which stop
     # the embedding worker process cleanly (a process killed by the signal leaves "leaked semaphore" warnings)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    settings = settings.model_copy(update={"host": host, "port": port})
     listening = _bound(host, port)  # before anything starts: a port in use is said at once, and nothing runs
+    port = listening.getsockname()[1]  # --port 0: the free port the system chose
+    settings = settings.model_copy(update={"host": host, "port": port})
     failed: list[BaseException] = []
     if not verbose:  # a failure memsys explains is said once, by main, without uvicorn's traceback of it
         logging.getLogger("uvicorn.error").addFilter(lambda record: not failed)
